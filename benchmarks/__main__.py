@@ -1,0 +1,88 @@
+"""python -m benchmarks [--workloads W2 ...] [--json PATH]"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+
+from . import _timing, w2
+
+WORKLOADS = {"W2": w2}
+
+
+class Bench:
+    def __init__(self, repeat, warmup):
+        self.repeat, self.warmup = repeat, warmup
+        self.rows = []
+        self.copy_rate = _timing.copy_bandwidth()
+
+    @staticmethod
+    def rotating_inputs(make, min_bytes=256 << 20):
+        """Enough input sets that one pass over them exceeds the L2 several times over."""
+        first = make()
+        sets = [first]
+        nbytes = first.numel() * first.element_size()
+        while nbytes * len(sets) < min_bytes and len(sets) < 8:
+            sets.append(make())
+        return sets
+
+    def record(self, workload, impl, fn, n_inputs, floor_bytes, baseline=False):
+        t = _timing.time_cuda(fn, n_inputs, self.warmup, self.repeat)
+        floor_ms = floor_bytes / self.copy_rate * 1e3
+        row = dict(workload=workload, impl=impl, baseline=baseline, floor_ms=floor_ms,
+                   floor_bytes=floor_bytes, **t)
+        row["bandwidth_TBps"] = floor_bytes / (t["median_ms"] * 1e-3) / 1e12
+        self.rows.append(row)
+        print(f"  {workload} {impl}: {t['median_ms']:.4f} ms", flush=True)
+
+    def table(self):
+        lines = ["| id | implementation | device ms, median (p10-p90) | eager ms | vs baseline | floor ms | of copy rate |",
+                 "|----|----|----|----|----|----|----|"]
+        for row in self.rows:
+            base = next((r for r in self.rows if r["workload"] == row["workload"] and r["baseline"]), None)
+            ratio = "—" if base is None or base is row else f"{base['median_ms'] / row['median_ms']:.1f}x faster"
+            lines.append(
+                f"| {row['workload']} | {row['impl']} | {row['median_ms']:.4f} "
+                f"({row['p10_ms']:.4f}-{row['p90_ms']:.4f}) | {row['eager_median_ms']:.4f} | {ratio} | {row['floor_ms']:.4f} | "
+                f"{row['bandwidth_TBps'] * 1e12 / self.copy_rate:.0%} |"
+            )
+        return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    import cupyprep
+
+    if not torch.cuda.is_available():
+        raise SystemExit("benchmarks need a CUDA GPU")
+    # kernels compile on first use inside the warm-up runs; warmup() of every variant is not needed
+    bench = Bench(args.repeat, args.warmup)
+    device = torch.cuda.get_device_name()
+    print(f"device: {device}; copy rate {bench.copy_rate / 1e12:.2f} TB/s (read + write)")
+    for name in args.workloads:
+        WORKLOADS[name].run(bench)
+    print()
+    print(bench.table())
+    if args.json:
+        import cupy
+        import numpy
+
+        meta = dict(device=device, date=datetime.date.today().isoformat(),
+                    copy_rate_TBps=bench.copy_rate / 1e12, torch=torch.__version__,
+                    cupy=cupy.__version__, numpy=numpy.__version__, python=platform.python_version(),
+                    cupyprep=cupyprep.__version__)
+        with open(args.json, "w") as f:
+            json.dump(dict(meta=meta, results=bench.rows, table=bench.table()), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""cupyprep: GPU image pre- and post-processing for deep-learning models.
+
+CUDA C kernels compiled at run time by CuPy; NumPy, CuPy and PyTorch arrays in, the same
+kind out (PyTorch CUDA tensors without a copy). NumPy inputs run on the CPU backend
+(OpenCV), with the same semantics.
+"""
+from ._kernels import KernelCompileError, warmup
+from .color import swap_rb, to_gray
+from .geometry import resize
+from .normalize import IMAGENET_MEAN, IMAGENET_STD, normalize
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "resize",
+    "normalize",
+    "swap_rb",
+    "to_gray",
+    "warmup",
+    "KernelCompileError",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "__version__",
+]
+
+
+def __getattr__(name):
+    # cv2compat and testing stay unimported until asked for
+    if name in ("cv2compat", "testing"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

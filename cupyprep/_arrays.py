@@ -1,0 +1,223 @@
+"""Input dispatch: NumPy, CuPy and PyTorch arrays in, the same kind out.
+
+numpy in  -> computed by the CPU backend (``cupyprep.cpu``), numpy out
+cupy in   -> kernels on the current CuPy stream and device, cupy out
+torch CUDA tensor in -> kernels on ``torch.cuda.current_stream()``, torch out; inputs and
+             outputs cross through DLPack without a copy (outputs are allocated by torch)
+torch CPU tensor in  -> the CPU backend on a zero-copy NumPy view, torch CPU out
+
+Neither CuPy nor torch is imported unless an input needs it, so ``import cupyprep`` works
+on a machine with neither. Under :func:`cupyprep.testing.emulate`, NumPy arrays take the
+kernel path with NumPy standing in for device memory.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+
+import numpy as np
+
+from . import _kernels
+
+__all__ = ["prepare", "Prepared"]
+
+
+def _is_cupy(x) -> bool:
+    cupy = sys.modules.get("cupy")
+    return cupy is not None and isinstance(x, cupy.ndarray)
+
+
+def _is_torch(x) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def describe(x) -> str:
+    """A short description of an argument for error messages."""
+    if isinstance(x, np.ndarray):
+        return f"numpy.ndarray of shape {x.shape} and dtype {x.dtype}"
+    if _is_cupy(x):
+        return f"cupy.ndarray of shape {x.shape} and dtype {x.dtype} on device {x.device.id}"
+    if _is_torch(x):
+        return f"torch.Tensor of shape {tuple(x.shape)} and dtype {x.dtype} on {x.device}"
+    return f"{type(x).__module__}.{type(x).__qualname__}"
+
+
+class Prepared:
+    """One op's main input: the array to compute on and how results go back.
+
+    ``array`` is a numpy or cupy array (a zero-copy view for torch inputs); ``device`` says
+    whether the kernel path runs; ``xp`` is the array module of that path.
+    """
+
+    def __init__(self, array, kind, device, tensor=None):
+        self.array = array
+        self.kind = kind  # "numpy", "cupy", "torch"
+        self.device = device
+        self.tensor = tensor
+        if device and kind != "numpy":
+            import cupy
+
+            self.xp = cupy
+        else:
+            self.xp = np
+
+    # -- inputs of the same call ---------------------------------------------------------
+    def convert(self, x, name):
+        """Another array argument of the same call, on the same side as the main input."""
+        other = prepare(x, name)
+        if other.kind != self.kind or other.device != self.device:
+            raise TypeError(
+                f"{name}: expected the same kind of array as the image ({self.kind}), "
+                f"got {describe(x)}"
+            )
+        if self.device and self.kind != "numpy":
+            mine, theirs = _device_id(self.array), _device_id(other.array)
+            if mine != theirs:
+                raise ValueError(
+                    f"{name}: expected an array on device {mine} like the image, "
+                    f"got one on device {theirs}"
+                )
+        return other.array
+
+    # -- launching ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def launch(self):
+        """Device and stream for kernel launches: the input's device; for torch tensors,
+        torch's current stream on it (so work orders with the caller's torch work)."""
+        if not self.device or self.kind == "numpy":
+            yield
+            return
+        import cupy
+
+        with cupy.cuda.Device(_device_id(self.array)):
+            if self.kind == "torch":
+                import torch
+
+                ptr = torch.cuda.current_stream(self.tensor.device).cuda_stream
+                with cupy.cuda.ExternalStream(ptr):
+                    yield
+            else:
+                yield
+
+    def output(self, out, shape, dtype, name="out"):
+        """``(native, view)``: the array returned to the caller and the view kernels write.
+
+        With ``out`` given it is checked (kind, shape, dtype) and written in place.
+        """
+        shape = tuple(int(s) for s in shape)
+        dtype = np.dtype(dtype)
+        if out is not None:
+            view = self.convert(out, name)
+            if tuple(view.shape) != shape or view.dtype != dtype:
+                raise ValueError(
+                    f"{name}: expected shape {shape} and dtype {dtype}, got {describe(out)}"
+                )
+            return out, view
+        if self.kind == "torch":
+            import torch
+
+            tensor = torch.empty(shape, dtype=_torch_dtype(dtype), device=self.tensor.device)
+            return tensor, _from_torch(tensor)
+        arr = self.xp.empty(shape, dtype)
+        return arr, arr
+
+    def result(self, array, out=None):
+        """Hand a CPU-backend result back as the caller's kind (into ``out`` if given)."""
+        if out is not None:
+            _, view = self.output(out, array.shape, array.dtype)
+            np.copyto(view, array)
+            return out
+        if self.kind == "torch":
+            import torch
+
+            return torch.from_numpy(np.ascontiguousarray(array))
+        return array
+
+
+def _device_id(array) -> int:
+    return array.device.id
+
+
+def _torch_dtype(dtype):
+    import torch
+
+    return {
+        np.dtype(np.uint8): torch.uint8,
+        np.dtype(np.uint16): torch.uint16,
+        np.dtype(np.int16): torch.int16,
+        np.dtype(np.int32): torch.int32,
+        np.dtype(np.int64): torch.int64,
+        np.dtype(np.float16): torch.float16,
+        np.dtype(np.float32): torch.float32,
+        np.dtype(np.float64): torch.float64,
+        np.dtype(np.bool_): torch.bool,
+    }[np.dtype(dtype)]
+
+
+def _from_torch(tensor):
+    """A zero-copy cupy view of a CUDA tensor (through DLPack).
+
+    The exchange happens on torch's current stream, so DLPack's producer/consumer stream
+    handshake inserts no synchronization (and stays legal inside CUDA graph capture).
+    """
+    import cupy
+    import torch
+
+    t = tensor.detach()
+    unsigned_wide = t.dtype in (torch.uint16, torch.uint32, torch.uint64)
+    if unsigned_wide:
+        # DLPack consumers differ on unsigned 16/32/64-bit; reinterpret through the signed twin
+        t = t.view(_int_twin(t.dtype))
+    with cupy.cuda.Device(t.device.index):
+        with cupy.cuda.ExternalStream(torch.cuda.current_stream(t.device).cuda_stream):
+            arr = cupy.from_dlpack(t)
+    return arr.view(_numpy_dtype(tensor.dtype)) if unsigned_wide else arr
+
+
+def _int_twin(dtype):
+    import torch
+
+    return {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}[dtype]
+
+
+def _numpy_dtype(dtype):
+    import torch
+
+    return {torch.uint16: np.uint16, torch.uint32: np.uint32, torch.uint64: np.uint64}[dtype]
+
+
+def prepare(x, name) -> Prepared:
+    """Classify an array argument; a TypeError names ``name`` for anything else."""
+    if isinstance(x, np.ndarray):
+        return Prepared(x, "numpy", _kernels.emulating())
+    if _is_cupy(x):
+        return Prepared(x, "cupy", True)
+    if _is_torch(x):
+        if x.device.type == "cuda":
+            return Prepared(_from_torch(x), "torch", True, x)
+        if x.device.type == "cpu":
+            if x.dtype in (_torch_bf16(),):
+                raise TypeError(f"{name}: bfloat16 is not supported, got {describe(x)}")
+            return Prepared(x.detach().numpy(), "torch", False, x)
+        raise TypeError(f"{name}: expected a CPU or CUDA tensor, got {describe(x)}")
+    raise TypeError(
+        f"{name}: expected a numpy.ndarray, cupy.ndarray or torch.Tensor, got {describe(x)}"
+    )
+
+
+def _torch_bf16():
+    import torch
+
+    return torch.bfloat16
+
+
+def element_strides(array, name="img"):
+    """Strides in elements (negative and zero strides allowed)."""
+    itemsize = array.itemsize
+    strides = []
+    for s in array.strides:
+        if s % itemsize:
+            raise ValueError(f"{name}: strides {array.strides} are not multiples of the item size")
+        strides.append(s // itemsize)
+    return strides

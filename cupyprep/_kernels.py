@@ -1,0 +1,189 @@
+"""Kernel sources, compilation and the launcher every op uses.
+
+One ``cupy.RawModule`` is built per kernel source file and template instantiation
+(``name_expression``), lazily on first use, and cached per device. Building per
+instantiation rather than all of a file's instantiations at once keeps the first call of an
+op to one short NVRTC compile instead of dozens; CuPy's on-disk cache (``CUPY_CACHE_DIR``)
+keeps compiled modules across processes. ``warmup()`` compiles ahead of time.
+
+The op layer never touches CuPy's compiler directly: it asks :func:`get_function` for a
+launchable function with CuPy's ``RawKernel`` call shape ``fn(grid, block, args,
+shared_mem=0)``. Under :func:`cupyprep.testing.emulate` the same call returns a function
+of the CPU kernel emulator, and NumPy arrays stand in for device memory, so the op code
+paths that launch kernels run unchanged in CI.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+import threading
+from pathlib import Path
+
+__all__ = ["kernel_dir", "read_source", "get_function", "warmup", "KernelCompileError"]
+
+NVRTC_OPTIONS = ("--std=c++17",)
+
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
+
+
+class KernelCompileError(RuntimeError):
+    """NVRTC (or the emulator's compiler) rejected a kernel variant."""
+
+    def __init__(self, filename, name_expression, log):
+        self.filename = filename
+        self.name_expression = name_expression
+        self.log = log
+        super().__init__(
+            f"compiling kernels/{filename} for variant {name_expression!r} failed:\n{log}"
+        )
+
+
+def kernel_dir() -> Path:
+    """The folder holding the ``.cu`` sources.
+
+    An installed wheel carries them as ``cupyprep/kernels``; a source checkout keeps them
+    in ``kernels/`` beside the package.
+    """
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "kernels", here.parent / "kernels"):
+        if (candidate / "common.cuh").is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"cupyprep kernel sources not found in {here / 'kernels'} or {here.parent / 'kernels'}"
+    )
+
+
+def kernel_files() -> list[str]:
+    """Names of every kernel source file (``*.cu``)."""
+    return sorted(p.name for p in kernel_dir().glob("*.cu"))
+
+
+@functools.lru_cache(maxsize=None)
+def _read_expanded(path: Path, mtime_ns: int) -> str:
+    del mtime_ns  # part of the cache key only: an edited file is read again
+    text = path.read_text()
+
+    def include(match):
+        target = path.parent / match.group(1)
+        return f'// begin {match.group(1)}\n{read_source(target.name)}\n// end {match.group(1)}'
+
+    return _INCLUDE_RE.sub(include, text)
+
+
+def read_source(filename: str) -> str:
+    """Source of ``kernels/<filename>`` with local ``#include "..."`` lines inlined.
+
+    Inlining (rather than ``-I``) makes the text handed to the compiler complete, so CuPy's
+    disk cache, keyed by source text, notices an edited header.
+    """
+    path = kernel_dir() / filename
+    if not path.is_file():
+        raise FileNotFoundError(f"no kernel source kernels/{filename}")
+    return _read_expanded(path, path.stat().st_mtime_ns)
+
+
+# --- variants --------------------------------------------------------------------------
+# Each op module registers the name expressions its kernels can be instantiated with, so
+# warmup() and the compile test know every variant without running the ops.
+_VARIANTS: dict[str, tuple[str, callable]] = {}
+
+
+def register_variants(op: str, filename: str, variants) -> None:
+    """Declare ``variants()`` (a callable returning name expressions) for ``op``."""
+    _VARIANTS[op] = (filename, variants)
+
+
+def variants(op: str | None = None) -> list[tuple[str, str]]:
+    """``(filename, name_expression)`` pairs for one op, or for all ops."""
+    _import_ops()
+    ops = list(_VARIANTS) if op is None else [op]
+    out = []
+    for name in ops:
+        if name not in _VARIANTS:
+            raise ValueError(f"op: expected one of {sorted(_VARIANTS)}, got {name!r}")
+        filename, fn = _VARIANTS[name]
+        out.extend((filename, expr) for expr in fn())
+    return out
+
+
+def _import_ops():
+    # the op modules register their variants at import
+    from . import color, geometry, normalize  # noqa: F401
+
+
+# --- launching -------------------------------------------------------------------------
+_lock = threading.Lock()
+_cuda_cache: dict[tuple[int, str, str], object] = {}
+_emulators: list = []
+
+
+def _cuda_function(filename: str, name_expression: str):
+    import cupy
+
+    device = cupy.cuda.runtime.getDevice()
+    key = (device, filename, name_expression)
+    fn = _cuda_cache.get(key)
+    if fn is not None:
+        return fn
+    with _lock:
+        fn = _cuda_cache.get(key)
+        if fn is None:
+            module = cupy.RawModule(
+                code=read_source(filename),
+                options=NVRTC_OPTIONS,
+                name_expressions=[name_expression],
+            )
+            try:
+                fn = module.get_function(name_expression)
+            except cupy.cuda.compiler.CompileException as exc:
+                raise KernelCompileError(filename, name_expression, str(exc)) from None
+            _cuda_cache[key] = fn
+    return fn
+
+
+def get_function(filename: str, name_expression: str):
+    """A launchable kernel: ``fn(grid, block, args, shared_mem=0)``.
+
+    ``name_expression`` comes only from the validated tables of the op modules, never from
+    user strings.
+    """
+    if _emulators:
+        return _emulators[-1].get_function(filename, name_expression)
+    return _cuda_function(filename, name_expression)
+
+
+def emulating() -> bool:
+    """True inside :func:`cupyprep.testing.emulate`: NumPy arrays act as device memory."""
+    return bool(_emulators)
+
+
+@contextlib.contextmanager
+def use_emulator(emulator):
+    """Route every launch to ``emulator`` (see :mod:`cupyprep.testing`)."""
+    _emulators.append(emulator)
+    try:
+        yield emulator
+    finally:
+        _emulators.remove(emulator)
+
+
+def warmup(ops=None) -> int:
+    """Compile kernel variants now, so the first real call pays no NVRTC time.
+
+    Parameters
+    ----------
+    ops : str or sequence of str, optional
+        Op names (``"resize"``, ``"normalize"``, ...); all ops when omitted.
+
+    Returns
+    -------
+    int
+        The number of variants compiled (or found in the cache).
+    """
+    if isinstance(ops, str):
+        ops = [ops]
+    pairs = variants() if ops is None else [p for op in ops for p in variants(op)]
+    for filename, expr in pairs:
+        get_function(filename, expr)
+    return len(pairs)

@@ -1,0 +1,150 @@
+"""Argument checks shared by every op: each error names the argument, what was expected
+and what came, before anything reaches a kernel."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ._arrays import describe
+
+__all__ = [
+    "choice",
+    "size_hw",
+    "dtype_in",
+    "image_layout",
+    "per_channel",
+    "number",
+    "ImageGeometry",
+]
+
+
+def choice(name, value, choices):
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name}: expected one of {list(choices)}, got {value!r}")
+    return value
+
+
+def size_hw(name, size):
+    """A ``(height, width)`` pair of positive ints."""
+    if (
+        not isinstance(size, (tuple, list))
+        or len(size) != 2
+        or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in size)
+    ):
+        raise TypeError(f"{name}: expected a (height, width) pair of ints, got {size!r}")
+    h, w = int(size[0]), int(size[1])
+    if h <= 0 or w <= 0:
+        raise ValueError(f"{name}: expected positive height and width, got {(h, w)}")
+    return h, w
+
+
+def dtype_in(name, array, allowed):
+    if np.dtype(array.dtype) not in [np.dtype(a) for a in allowed]:
+        raise TypeError(
+            f"{name}: expected dtype {' / '.join(str(np.dtype(a)) for a in allowed)}, "
+            f"got {describe(array)}"
+        )
+    return np.dtype(array.dtype)
+
+
+def out_dtype(name, dtype, allowed):
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{name}: expected one of {list(allowed)}, got {dtype!r}") from None
+    if dt.name not in allowed:
+        raise ValueError(f"{name}: expected one of {list(allowed)}, got {dt.name!r}")
+    return dt
+
+
+def number(name, value):
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise TypeError(f"{name}: expected a number, got {value!r}")
+    return float(value)
+
+
+def per_channel(name, value, channels, default):
+    """A scalar or a length-``channels`` sequence, as a tuple of floats."""
+    if value is None:
+        return (float(default),) * channels
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return (float(value),) * channels
+    try:
+        values = [float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1)]
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected a number or a sequence of numbers, got {value!r}") from None
+    if np.ndim(value) != 1 or len(values) != channels:
+        raise ValueError(
+            f"{name}: expected {channels} values (one per channel), got {len(values)}: {value!r}"
+        )
+    return tuple(values)
+
+
+class ImageGeometry:
+    """How an image or batch is laid out: batch size, channels, height, width, whether
+    the input had a batch / channel axis, and element strides for (n, c, y, x)."""
+
+    def __init__(self, n, c, h, w, strides, batched, has_channels, channels_last):
+        self.n, self.c, self.h, self.w = n, c, h, w
+        self.strides = strides  # (s_n, s_c, s_y, s_x) in elements
+        self.batched = batched
+        self.has_channels = has_channels
+        self.channels_last = channels_last
+
+    def shape(self, h, w, c=None, channels_last=None):
+        """The array shape of an image of this kind with a new size (and channel count /
+        layout when given)."""
+        c = self.c if c is None else c
+        last = self.channels_last if channels_last is None else channels_last
+        if not self.has_channels:
+            core = (h, w)
+        elif last:
+            core = (h, w, c)
+        else:
+            core = (c, h, w)
+        return ((self.n,) if self.batched else ()) + core
+
+
+LAYOUTS = ("HWC", "CHW", "NHWC", "NCHW")
+
+
+def image_layout(name, array, layout, max_channels=None):
+    """Read the geometry of an image argument given its ``layout``.
+
+    2-D arrays are single-channel ``HW`` images; 3-D arrays are ``HWC`` (or ``CHW``);
+    4-D arrays are batches ``NHWC`` (or ``NCHW``).
+    """
+    from ._arrays import element_strides
+
+    choice("layout", layout, LAYOUTS)
+    channels_last = layout in ("HWC", "NHWC")
+    ndim = array.ndim
+    if layout.startswith("N") and ndim != 4:
+        raise ValueError(f"{name}: layout {layout!r} expects a 4-D batch, got {describe(array)}")
+    if ndim not in (2, 3, 4):
+        raise ValueError(
+            f"{name}: expected a 2-D (HW), 3-D ({layout[-3:]}) or 4-D "
+            f"(N{layout[-3:]}) array, got {describe(array)}"
+        )
+    st = element_strides(array, name)
+    if ndim == 2:
+        h, w = array.shape
+        geo = ImageGeometry(1, 1, h, w, (0, 0, st[0], st[1]), False, False, True)
+    else:
+        batched = ndim == 4
+        s_n = st[0] if batched else 0
+        n = array.shape[0] if batched else 1
+        core, cst = array.shape[-3:], st[-3:]
+        if channels_last:
+            (h, w, c), (s_y, s_x, s_c) = core, cst
+        else:
+            (c, h, w), (s_c, s_y, s_x) = core, cst
+        geo = ImageGeometry(n, c, h, w, (s_n, s_c, s_y, s_x), batched, True, channels_last)
+    if geo.h <= 0 or geo.w <= 0 or geo.c <= 0:
+        raise ValueError(f"{name}: expected a non-empty image, got {describe(array)}")
+    if max_channels is not None and geo.c > max_channels:
+        raise ValueError(
+            f"{name}: expected 1 to {max_channels} channels, got {geo.c} ({describe(array)})"
+        )
+    return geo

@@ -1,0 +1,13 @@
+"""The CPU backend: the same ops with the same semantics, on NumPy arrays.
+
+OpenCV computes every op it has (so CPU results are OpenCV's by construction); NumPy
+computes the rest (normalization, NMS, ...). The kernels are tested against this backend.
+"""
+from __future__ import annotations
+
+from ._cv2 import cv2_module
+from .color import swap_rb, to_gray
+from .geometry import resize
+from .normalize import normalize
+
+__all__ = ["cv2_module", "resize", "normalize", "swap_rb", "to_gray"]

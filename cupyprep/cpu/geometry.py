@@ -1,0 +1,46 @@
+"""Resize on the CPU: cv2.resize itself, image by image and plane by plane."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._cv2 import cv2_module
+
+_CV2_INTERPOLATION = {"nearest": "INTER_NEAREST", "linear": "INTER_LINEAR",
+                      "area": "INTER_AREA", "cubic": "INTER_CUBIC"}
+
+
+def _resize_hwc(img, size, flag):
+    cv2 = cv2_module()
+    h, w = size
+    src = img
+    if img.dtype == np.float16:
+        # OpenCV has no float16 resize: compute in float32 and round once, as the kernels do
+        src = img.astype(np.float32)
+    if src.ndim == 3 and src.shape[2] > 4:
+        # keep every call within the channel counts all OpenCV interpolations take
+        planes = [_resize_hwc(src[:, :, c], size, flag) for c in range(src.shape[2])]
+        res = np.stack(planes, axis=2)
+    else:
+        res = cv2.resize(np.ascontiguousarray(src), (w, h), interpolation=flag)
+        if src.ndim == 3 and res.ndim == 2:
+            res = res[:, :, None]
+    return res.astype(img.dtype, copy=False)
+
+
+def resize(img, size, interpolation, geometry):
+    """``img`` as read by ``cupyprep._validate.image_layout`` into ``geometry``."""
+    flag = getattr(cv2_module(), _CV2_INTERPOLATION[interpolation])
+    h, w = size
+    out = np.empty(geometry.shape(h, w), img.dtype)
+    if not geometry.has_channels:
+        out[...] = _resize_hwc(img, size, flag)
+        return out
+    images = img if geometry.batched else img[None]
+    dst = out if geometry.batched else out[None]
+    for n in range(images.shape[0]):
+        if geometry.channels_last:
+            dst[n] = _resize_hwc(images[n], size, flag)
+        else:
+            for c in range(geometry.c):
+                dst[n, c] = _resize_hwc(images[n, c], size, flag)
+    return out

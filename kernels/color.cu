@@ -1,0 +1,54 @@
+// Color conversions with cv2.cvtColor semantics.
+#include "common.cuh"
+
+// BGR <-> RGB (BGRA <-> RGBA keeps alpha in place): reverse the first three channels.
+template <typename T, int CN>
+__global__ void cupyprep_swap_rb(const T* __restrict__ src, T* __restrict__ dst, int h, int w,
+                                 cp::i64 s_n, cp::i64 s_y, cp::i64 s_x, cp::i64 s_c,
+                                 cp::i64 d_n, cp::i64 d_y, cp::i64 d_x, cp::i64 d_c,
+                                 cp::i64 total) {
+    const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
+    for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        const int x = (int)(i % w);
+        const cp::i64 r = i / w;
+        const int y = (int)(r % h);
+        const cp::i64 n = r / h;
+        const T* p = src + n * s_n + y * s_y + (cp::i64)x * s_x;
+        T* q = dst + n * d_n + y * d_y + (cp::i64)x * d_x;
+        T v[CN];
+#pragma unroll
+        for (int c = 0; c < CN; ++c) v[c] = p[c * s_c];
+#pragma unroll
+        for (int c = 0; c < CN; ++c) q[c * d_c] = v[c < 3 ? 2 - c : c];
+    }
+}
+
+// To gray, BIDX = index of blue (0: BGR, 2: RGB); a fourth (alpha) channel is ignored.
+// Integers: OpenCV's fixed point, Y = (B*1868 + G*9617 + R*4899 + 2^13) >> 14.
+// Floats: B*0.114 + G*0.587 + R*0.299 in float32, in channel order, not contracted.
+template <typename T, int SCN, int BIDX>
+__global__ void cupyprep_to_gray(const T* __restrict__ src, T* __restrict__ dst, int h, int w,
+                                 cp::i64 s_n, cp::i64 s_y, cp::i64 s_x, cp::i64 s_c,
+                                 cp::i64 d_n, cp::i64 d_y, cp::i64 d_x, cp::i64 total) {
+    const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
+    for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        const int x = (int)(i % w);
+        const cp::i64 r = i / w;
+        const int y = (int)(r % h);
+        const cp::i64 n = r / h;
+        const T* p = src + n * s_n + y * s_y + (cp::i64)x * s_x;
+        T* q = dst + n * d_n + y * d_y + (cp::i64)x * d_x;
+        if constexpr (cp::is_integer<T>::value) {
+            const int cw[3] = {BIDX == 0 ? 1868 : 4899, 9617, BIDX == 0 ? 4899 : 1868};
+            const unsigned v = (unsigned)p[0] * cw[0] + (unsigned)p[s_c] * cw[1] +
+                               (unsigned)p[2 * s_c] * cw[2];
+            *q = (T)((v + (1u << 13)) >> 14);
+        } else {
+            const float cw[3] = {BIDX == 0 ? 0.114f : 0.299f, 0.587f, BIDX == 0 ? 0.299f : 0.114f};
+            const float v = __fadd_rn(__fadd_rn(__fmul_rn(cp::to_float(p[0]), cw[0]),
+                                                __fmul_rn(cp::to_float(p[s_c]), cw[1])),
+                                      __fmul_rn(cp::to_float(p[2 * s_c]), cw[2]));
+            *q = cp::from_float<T>(v);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+// Shared device code for every cupyprep kernel.
+//
+// Compiled three ways: by NVRTC through cupy.RawModule (the GPU), by NVRTC alone in CI
+// (a compile check with no GPU), and by the host C++ compiler under the kernel emulator
+// (cupyprep.testing), which defines CUPYPREP_EMULATOR and provides the CUDA built-ins.
+// Keep it to plain C++17 plus CUDA built-ins the emulator knows.
+#pragma once
+
+// float16 storage type: a 16-bit pattern, converted explicitly. Kept as our own struct
+// (not cuda_fp16.h's __half) so the sources need no CUDA headers under NVRTC or the emulator.
+struct cp_half {
+    unsigned short bits;
+};
+
+#ifndef CUPYPREP_EMULATOR
+__device__ __forceinline__ unsigned short cupyprep_f32_to_f16_bits(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ float cupyprep_f16_bits_to_f32(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+#endif
+
+namespace cp {
+
+typedef long long i64;
+
+// Stored integer element types (uint8, uint16) take OpenCV's fixed-point paths.
+template <typename T> struct is_integer { static constexpr bool value = false; };
+template <> struct is_integer<unsigned char> { static constexpr bool value = true; };
+template <> struct is_integer<unsigned short> { static constexpr bool value = true; };
+
+template <typename T> __device__ __forceinline__ T clamp_index(T v, T lo, T hi) {
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+// --- element conversions -------------------------------------------------------------
+// to_float: any stored element type to float32 (exact for uint8/uint16/float16).
+__device__ __forceinline__ float to_float(unsigned char v) { return (float)v; }
+__device__ __forceinline__ float to_float(unsigned short v) { return (float)v; }
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(cp_half v) { return cupyprep_f16_bits_to_f32(v.bits); }
+
+// from_float<T>: float32 to a stored element type the way OpenCV's saturate_cast does it:
+// integers round half to even (cvRound) and saturate; float16 rounds to nearest even.
+template <typename T> __device__ __forceinline__ T from_float(float v);
+
+template <> __device__ __forceinline__ unsigned char from_float<unsigned char>(float v) {
+    int i = __float2int_rn(v);
+    return (unsigned char)(i < 0 ? 0 : (i > 255 ? 255 : i));
+}
+template <> __device__ __forceinline__ unsigned short from_float<unsigned short>(float v) {
+    int i = __float2int_rn(v);
+    return (unsigned short)(i < 0 ? 0 : (i > 65535 ? 65535 : i));
+}
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ cp_half from_float<cp_half>(float v) {
+    cp_half h;
+    h.bits = cupyprep_f32_to_f16_bits(v);
+    return h;
+}
+
+__device__ __forceinline__ unsigned char saturate_u8(int v) {
+    return (unsigned char)(v < 0 ? 0 : (v > 255 ? 255 : v));
+}
+
+}  // namespace cp

@@ -1,0 +1,38 @@
+// Normalize: out[c] = (x[src_c] * scale - mean[c]) / std[c], one pass over the image.
+//
+// cupyprep_normalize<TIn, TOut, CN, SWAP_RB>: channel order (SWAP_RB reverses the first
+// three channels: BGR <-> RGB, BGRA -> RGBA), the arithmetic, the layout change (both sides
+// are addressed through element strides, so HWC -> CHW is a choice of destination strides)
+// and the output dtype (float32, float16, or uint8 rounded half to even and saturated).
+// The arithmetic is float32 in exactly this order, never contracted, so a float32 NumPy
+// evaluation of the same formula gives the same bits.
+#include "common.cuh"
+
+template <typename TIn, typename TOut, int CN, bool SWAP_RB>
+__global__ void cupyprep_normalize(const TIn* __restrict__ src, TOut* __restrict__ dst,
+                                   int h, int w, cp::i64 s_n, cp::i64 s_y, cp::i64 s_x,
+                                   cp::i64 s_c, cp::i64 d_n, cp::i64 d_y, cp::i64 d_x,
+                                   cp::i64 d_c, float scale, float m0, float m1, float m2,
+                                   float m3, float sd0, float sd1, float sd2, float sd3,
+                                   cp::i64 total) {
+    const float mean[4] = {m0, m1, m2, m3};
+    const float sd[4] = {sd0, sd1, sd2, sd3};
+    const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
+    for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        const int x = (int)(i % w);
+        const cp::i64 r = i / w;
+        const int y = (int)(r % h);
+        const cp::i64 n = r / h;
+        const TIn* p = src + n * s_n + y * s_y + (cp::i64)x * s_x;
+        TOut* q = dst + n * d_n + y * d_y + (cp::i64)x * d_x;
+        float v[CN];
+#pragma unroll
+        for (int c = 0; c < CN; ++c) v[c] = cp::to_float(p[c * s_c]);
+#pragma unroll
+        for (int c = 0; c < CN; ++c) {
+            const int k = (SWAP_RB && CN >= 3 && c < 3) ? 2 - c : c;
+            const float o = __fdiv_rn(__fsub_rn(__fmul_rn(v[k], scale), mean[c]), sd[c]);
+            q[c * d_c] = cp::from_float<TOut>(o);
+        }
+    }
+}

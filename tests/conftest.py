@@ -1,0 +1,135 @@
+"""Shared fixtures: where kernels run (the CPU emulator in CI, a GPU when present),
+test images, and the tolerance table."""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_available() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+class KernelSide:
+    """Where a test's kernels run: ``put`` moves a NumPy array there, ``get`` brings a
+    result back as NumPy, ``empty`` allocates an output there filled with poison."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def put(self, a):
+        if self.name == "gpu":
+            import cupy
+
+            return cupy.asarray(a)
+        return np.array(a, copy=True)
+
+    def get(self, a):
+        if self.name == "gpu":
+            import cupy
+
+            return cupy.asnumpy(a)
+        return np.asarray(a)
+
+    def poisoned(self, shape, dtype):
+        """An output buffer whose every element is a value no kernel writes by accident."""
+        dtype = np.dtype(dtype)
+        if dtype.kind == "f":
+            host = np.full(shape, np.nan, dtype)
+        else:
+            host = np.full(shape, np.iinfo(dtype).max // 3 + 7, dtype)
+        return self.put(host)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("emulated", marks=pytest.mark.emulated),
+        pytest.param("gpu", marks=pytest.mark.gpu),
+    ]
+)
+def kernels(request):
+    """Run the test body's cupyprep calls on kernels: emulated on the CPU, or on a GPU.
+
+    Under emulation NumPy arrays take the kernel path; compute references with OpenCV /
+    NumPy directly (or ``cupyprep.cpu``), not through the public ops.
+    """
+    side = KernelSide(request.param)
+    if request.param == "emulated":
+        from cupyprep.testing import emulate
+
+        with emulate():
+            yield side
+    else:
+        yield side
+
+
+# --- images -----------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def photo(name="astronaut"):
+    """A real photograph from scikit-image (RGB uint8 unless it is a gray one)."""
+    from skimage import data
+
+    return np.ascontiguousarray(getattr(data, name)())
+
+
+def random_image(rng, shape, dtype):
+    dtype = np.dtype(dtype)
+    if dtype == np.uint8:
+        return rng.integers(0, 256, shape, dtype=np.uint8)
+    if dtype == np.uint16:
+        return rng.integers(0, 65536, shape, dtype=np.uint16)
+    return rng.uniform(-1.0, 2.0, shape).astype(dtype)
+
+
+# --- tolerances -------------------------------------------------------------------------
+# Largest absolute difference allowed between a kernel and the CPU backend when both are
+# specified to compute the same float32 arithmetic. Integers: exact. Floats: a few ulp of
+# the value range used by random_image ([-1, 2]); float16 is one half-ulp at 2 (rounding of
+# one float32 result can land either side of a float16 tie only when the float32 results
+# differ).
+TOLERANCE = {
+    np.dtype(np.uint8): 0,
+    np.dtype(np.uint16): 0,
+    np.dtype(np.float16): 2.0 ** -10,
+    np.dtype(np.float32): 1e-6,
+}
+
+
+def assert_close(actual, expected, dtype=None, atol=None, reason=None):
+    """Compare with the table's tolerance for ``dtype`` (or an explicit, explained one)."""
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    if atol is None:
+        atol = TOLERANCE[np.dtype(dtype or expected.dtype)]
+    else:
+        assert reason, "a tolerance other than the table's needs a written reason"
+    assert not np.isnan(actual.astype(np.float64)).any() or np.isnan(
+        expected.astype(np.float64)
+    ).any(), "NaN in the result (an element the kernel did not write?)"
+    diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+    worst = float(np.nanmax(diff)) if diff.size else 0.0
+    assert worst <= atol, (
+        f"max |diff| {worst} > {atol} at {np.unravel_index(np.nanargmax(diff), diff.shape)}"
+    )

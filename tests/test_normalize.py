@@ -1,0 +1,156 @@
+"""normalize: arithmetic against float64 NumPy, layouts, dtypes; kernels against the CPU
+backend (the same float32 operation order, so equal bits)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cupyprep
+from conftest import assert_close, photo, random_image
+from cupyprep import cpu
+
+IN_DTYPES = [np.uint8, np.uint16, np.float16, np.float32]
+OUT_DTYPES = ["float32", "float16", "uint8"]
+
+
+def reference64(img, mean, std, scale, swap_rb, channels_last, dtype):
+    """The formula in float64, cast like the op: what the docstring promises."""
+    x = img.astype(np.float64)
+    if x.ndim == 2:
+        x = x[:, :, None]
+    if swap_rb and x.shape[-1] >= 3:
+        x = x[..., [2, 1, 0] + list(range(3, x.shape[-1]))]
+    y = (x * scale - np.asarray(mean, np.float64)) / np.asarray(std, np.float64)
+    if img.ndim == 2:
+        y = y[:, :, 0]
+    elif not channels_last:
+        y = np.moveaxis(y, -1, -3)
+    if np.dtype(dtype) == np.uint8:
+        return np.clip(np.rint(y), 0, 255)
+    return y
+
+
+# --- CPU backend (CI) -----------------------------------------------------------------------
+def test_cpu_hand_worked():
+    img = np.array([[[10, 20, 30]]], np.uint8)  # one BGR pixel
+    out = cupyprep.normalize(img, mean=(1, 2, 3), std=(2, 4, 8), scale=0.5, swap_rb=True)
+    # RGB = (30, 20, 10); (30*0.5-1)/2 = 7, (20*0.5-2)/4 = 2, (10*0.5-3)/8 = 0.25
+    np.testing.assert_array_equal(out, np.array([[[7.0]], [[2.0]], [[0.25]]], np.float32))
+    assert out.shape == (3, 1, 1) and out.dtype == np.float32
+
+
+@pytest.mark.parametrize("in_dtype", IN_DTYPES)
+@pytest.mark.parametrize("out_dtype", OUT_DTYPES)
+@pytest.mark.parametrize("channels", [None, 1, 3, 4])
+@pytest.mark.parametrize("layout", ["CHW", "HWC"])
+def test_cpu_against_float64(in_dtype, out_dtype, channels, layout):
+    rng = np.random.default_rng(0)
+    c = channels or 1
+    img = random_image(rng, (2, 7, 9, c) if channels else (7, 9), in_dtype)
+    scale = 1 / 255 if in_dtype == np.uint8 else 0.5
+    mean = tuple(rng.uniform(-0.5, 0.5, c))
+    std = tuple(rng.uniform(0.2, 2.0, c))
+    if out_dtype == "uint8":  # a range where saturation and rounding both happen
+        mean, std, scale = tuple(-v * 100 for v in mean), (0.5,) * c, 100.0 if in_dtype != np.uint8 else 1.5
+    lay = ("N" + layout) if channels else layout
+    res = cupyprep.normalize(img, mean, std, scale=scale, swap_rb=c >= 3, layout=lay, dtype=out_dtype)
+    ref = reference64(img, mean, std, scale, c >= 3, layout == "HWC", out_dtype)
+    assert res.dtype == np.dtype(out_dtype) and res.shape == ref.shape
+    if out_dtype == "uint8":
+        # float32 arithmetic can land a value within one float32 ulp of a .5 tie on the
+        # other side than float64 does: at most 1 apart, and only at ties
+        assert np.abs(res.astype(np.int64) - ref).max() <= 1
+    else:
+        # three float32 roundings (or one float16) relative to the largest magnitude
+        rel = 1e-6 if out_dtype == "float32" else 2 ** -10
+        assert_close(res, ref, atol=rel * max(1.0, np.abs(ref).max()),
+                     reason="float32 (or float16) rounding vs float64")
+
+
+def test_cpu_defaults_and_hw():
+    img = random_image(np.random.default_rng(1), (5, 6, 3), np.uint8)
+    np.testing.assert_array_equal(cupyprep.normalize(img), img.transpose(2, 0, 1).astype(np.float32))
+    gray = img[:, :, 0]
+    assert cupyprep.normalize(gray, 10, 2).shape == (5, 6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, words",
+    [
+        (dict(mean=(1, 2)), ValueError, ["mean", "3"]),
+        (dict(std=(1, 2, 3, 4)), ValueError, ["std", "3", "4"]),
+        (dict(std=(1, 0, 1)), ValueError, ["std", "non-zero"]),
+        (dict(mean="abc"), TypeError, ["mean"]),
+        (dict(dtype="int32"), ValueError, ["dtype", "int32"]),
+        (dict(dtype="float64"), ValueError, ["dtype"]),
+        (dict(layout="CWH"), ValueError, ["layout"]),
+        (dict(layout="NCHW"), ValueError, ["layout", "NCHW"]),
+        (dict(img=np.zeros((4, 4, 5), np.uint8)), ValueError, ["img", "channels", "5"]),
+        (dict(img=np.zeros((4, 4, 3), np.int8)), TypeError, ["img", "int8"]),
+        (dict(img="image"), TypeError, ["img", "str"]),
+        (dict(scale="1/255"), TypeError, ["scale"]),
+    ],
+)
+def test_bad_input(kwargs, exc, words):
+    img = kwargs.pop("img", np.zeros((4, 4, 3), np.uint8))
+    with pytest.raises(exc) as info:
+        cupyprep.normalize(img, **kwargs)
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+# --- kernels ------------------------------------------------------------------------------
+def check_kernel(kernels, img, mean, std, scale, swap_rb, layout, dtype):
+    channels_last = layout in ("HWC", "NHWC")
+    ref = cpu.normalize(img, mean, std, scale, swap_rb, channels_last, dtype)
+    out = kernels.poisoned(ref.shape, dtype)
+    res = cupyprep.normalize(kernels.put(img), mean, std, scale=scale, swap_rb=swap_rb,
+                             layout=layout, dtype=dtype, out=out)
+    assert res is out
+    got = kernels.get(res)
+    np.testing.assert_array_equal(got, ref)  # same float32 operations, same bits
+    ref64 = reference64(img, mean, std, scale, swap_rb, channels_last, dtype)
+    if np.dtype(dtype) == np.float32:
+        assert_close(got, ref64, atol=1e-6 * max(1.0, np.abs(ref64).max()),
+                     reason="float32 vs float64 arithmetic")
+
+
+@pytest.mark.parametrize("in_dtype", IN_DTYPES)
+@pytest.mark.parametrize("out_dtype", OUT_DTYPES)
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+def test_kernel_matches_cpu(kernels, in_dtype, out_dtype, channels):
+    rng = np.random.default_rng(channels)
+    img = random_image(rng, (2, 5, 7, channels), in_dtype)
+    mean = tuple(rng.uniform(-0.5, 0.5, channels))
+    std = tuple(rng.uniform(0.2, 2.0, channels))
+    scale = 1 / 255 if out_dtype != "uint8" else 40.0
+    for layout in ("NCHW", "NHWC"):
+        check_kernel(kernels, img, mean, std, scale, channels >= 3, layout, out_dtype)
+
+
+def test_kernel_shapes_and_views(kernels):
+    rng = np.random.default_rng(9)
+    check_kernel(kernels, random_image(rng, (1, 1, 3), np.uint8), (0.5,) * 3, (0.25,) * 3, 1 / 255, True, "CHW", "float32")
+    check_kernel(kernels, random_image(rng, (1, 9), np.uint8), (3.0,), (2.0,), 1.0, False, "CHW", "float32")
+    check_kernel(kernels, np.zeros((0, 4, 4, 3), np.uint8), (0.0,) * 3, (1.0,) * 3, 1.0, True, "NCHW", "float16")
+    img = photo("astronaut")[::7, ::5]  # a strided view, read in place
+    ref = cpu.normalize(img, cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD, 1 / 255, True, False, "float16")
+    view = kernels.put(photo("astronaut"))[::7, ::5]
+    got = cupyprep.normalize(view, cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD, scale=1 / 255,
+                             swap_rb=True, dtype="float16")
+    np.testing.assert_array_equal(kernels.get(got), ref)
+
+
+@pytest.mark.gpu
+def test_gpu_torch_in_and_out():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    img = random_image(np.random.default_rng(3), (4, 32, 48, 3), np.uint8)
+    t = torch.from_numpy(img).cuda()
+    out = torch.empty((4, 3, 32, 48), dtype=torch.float16, device="cuda")
+    res = cupyprep.normalize(t, cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD, scale=1 / 255,
+                             swap_rb=True, layout="NCHW", dtype="float16", out=out)
+    assert res is out and res.data_ptr() == out.data_ptr()
+    ref = cpu.normalize(img, cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD, 1 / 255, True, False, "float16")
+    np.testing.assert_array_equal(res.cpu().numpy(), ref)
