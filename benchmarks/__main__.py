@@ -6,9 +6,9 @@ import datetime
 import json
 import platform
 
-from . import _timing, w2
+from . import _timing, w1, w2
 
-WORKLOADS = {"W2": w2}
+WORKLOADS = {"W1": w1, "W2": w2}
 
 
 class Bench:
@@ -27,14 +27,14 @@ class Bench:
             sets.append(make())
         return sets
 
-    def record(self, workload, impl, fn, n_inputs, floor_bytes, baseline=False):
-        t = _timing.time_cuda(fn, n_inputs, self.warmup, self.repeat)
+    def record(self, workload, impl, fn, n_inputs, floor_bytes, baseline=False, capture=True):
+        t = _timing.time_cuda(fn, n_inputs, self.warmup, self.repeat, capture=capture)
         floor_ms = floor_bytes / self.copy_rate * 1e3
         row = dict(workload=workload, impl=impl, baseline=baseline, floor_ms=floor_ms,
                    floor_bytes=floor_bytes, **t)
         row["bandwidth_TBps"] = floor_bytes / (t["median_ms"] * 1e-3) / 1e12
         self.rows.append(row)
-        print(f"  {workload} {impl}: {t['median_ms']:.4f} ms", flush=True)
+        print(f"  {workload} {impl}: {t['median_ms']:.4f} ms ({t['timing']}; eager {t['eager_median_ms']:.4f} ms)", flush=True)
 
     def table(self):
         lines = ["| id | implementation | device ms, median (p10-p90) | eager ms | vs baseline | floor ms | of copy rate |",
@@ -43,7 +43,7 @@ class Bench:
             base = next((r for r in self.rows if r["workload"] == row["workload"] and r["baseline"]), None)
             ratio = "—" if base is None or base is row else f"{base['median_ms'] / row['median_ms']:.1f}x faster"
             lines.append(
-                f"| {row['workload']} | {row['impl']} | {row['median_ms']:.4f} "
+                f"| {row['workload']} | {row['impl']}{'' if row['timing'] == 'graph replay' else ' (eager)'} | {row['median_ms']:.4f} "
                 f"({row['p10_ms']:.4f}-{row['p90_ms']:.4f}) | {row['eager_median_ms']:.4f} | {ratio} | {row['floor_ms']:.4f} | "
                 f"{row['bandwidth_TBps'] * 1e12 / self.copy_rate:.0%} |"
             )

@@ -8,12 +8,15 @@ from ._kernels import KernelCompileError, warmup
 from .color import swap_rb, to_gray
 from .geometry import resize
 from .normalize import IMAGENET_MEAN, IMAGENET_STD, normalize
+from .preprocess import PreprocessMeta, preprocess
 
 __version__ = "0.1.0"
 
 __all__ = [
     "resize",
     "normalize",
+    "preprocess",
+    "PreprocessMeta",
     "swap_rb",
     "to_gray",
     "warmup",

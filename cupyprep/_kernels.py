@@ -109,7 +109,7 @@ def variants(op: str | None = None) -> list[tuple[str, str]]:
 
 def _import_ops():
     # the op modules register their variants at import
-    from . import color, geometry, normalize  # noqa: F401
+    from . import color, geometry, normalize, preprocess  # noqa: F401
 
 
 # --- launching -------------------------------------------------------------------------
@@ -151,6 +151,17 @@ def get_function(filename: str, name_expression: str):
     if _emulators:
         return _emulators[-1].get_function(filename, name_expression)
     return _cuda_function(filename, name_expression)
+
+
+def pointer_table(arrays, xp):
+    """A device array of pointers to ``arrays`` (for kernels over ragged batches)."""
+    if _emulators:
+        from .testing import PointerTable
+
+        return PointerTable(list(arrays))
+    import numpy as np
+
+    return xp.asarray(np.array([a.data.ptr for a in arrays], dtype=np.uint64))
 
 
 def emulating() -> bool:

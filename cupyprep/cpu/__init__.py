@@ -9,5 +9,6 @@ from ._cv2 import cv2_module
 from .color import swap_rb, to_gray
 from .geometry import resize
 from .normalize import normalize
+from .preprocess import preprocess
 
-__all__ = ["cv2_module", "resize", "normalize", "swap_rb", "to_gray"]
+__all__ = ["cv2_module", "resize", "normalize", "preprocess", "swap_rb", "to_gray"]

@@ -1,0 +1,47 @@
+"""W1: 32 frames 1080x1920x3 uint8 BGR -> letterbox 640x640, pad 114, RGB, /255, NCHW
+float32; also as a ragged list of 32 frames of mixed sizes around 1080p."""
+from __future__ import annotations
+
+N, H, W, C = 32, 1080, 1920, 3
+SIZE = (640, 640)
+
+
+def run(bench):
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    import cupyprep
+
+    inputs = bench.rotating_inputs(lambda: torch.randint(0, 256, (N, H, W, C), dtype=torch.uint8, device="cuda"))
+    out = torch.empty((N, C) + SIZE, dtype=torch.float32, device="cuda")
+    nh, nw = 360, 640  # letterbox of 1080x1920 into 640x640: 140 rows of padding above and below
+
+    def ours(i):
+        cupyprep.preprocess(inputs[i], SIZE, out=out)
+
+    def torch_method(i):
+        x = inputs[i].permute(0, 3, 1, 2).flip(1).float()
+        x = F.interpolate(x, size=(nh, nw), mode="bilinear", align_corners=False, antialias=False)
+        x = F.pad(x, (0, 0, 140, 140), value=114.0)
+        return x / 255
+
+    rows_read = 2 * nh  # bilinear at 1/3 reads two of every three source rows
+    floor_bytes = N * rows_read * W * C + N * C * SIZE[0] * SIZE[1] * 4
+    bench.record("W1", "cupyprep preprocess (1 launch)", ours, len(inputs), floor_bytes)
+    bench.record("W1", "torch interpolate + pad + div", torch_method, len(inputs), floor_bytes, baseline=True)
+
+    # ragged: 32 frames of mixed sizes around 1080p, one launch
+    rng = np.random.default_rng(0)
+    shapes = [(int(h), int(w)) for h, w in zip(rng.integers(960, 1200, N), rng.integers(1700, 2100, N))]
+    ragged_sets = [[torch.randint(0, 256, s + (C,), dtype=torch.uint8, device="cuda") for s in shapes]
+                   for _ in range(len(inputs))]
+
+    def ours_ragged(i):
+        cupyprep.preprocess(ragged_sets[i], SIZE, out=out)
+
+    _, meta = cupyprep.preprocess(ragged_sets[0], SIZE, out=out)
+    floor_ragged = int(sum(min(2 * int(nh_), h) * w * C for (h, w), nh_ in zip(shapes, meta.resized_size[:, 0]))) \
+        + N * C * SIZE[0] * SIZE[1] * 4
+    bench.record("W1r", "cupyprep preprocess, ragged list (1 launch)", ours_ragged, len(ragged_sets), floor_ragged,
+                 capture=False)

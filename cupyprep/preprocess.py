@@ -1,0 +1,396 @@
+"""Fused batch preprocessing: decoded frames to a model's input tensor in one launch."""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _arrays, _kernels, _validate, cpu
+from .geometry import C_TYPES, launch_1d
+
+__all__ = ["preprocess", "PreprocessMeta", "MODES"]
+
+MODES = ("letterbox", "stretch", "center_crop", "letterbox_top_left")
+PREPROCESS_DTYPES = (np.uint8, np.uint16, np.float16, np.float32)
+OUT_DTYPES = ("float32", "float16", "uint8")
+_KERNEL_INTERPOLATIONS = ("nearest", "linear")
+
+
+def _expr(interpolation, in_dtype, out_dtype, cn, swap_rb, ragged):
+    t = "true" if swap_rb else "false"
+    r = "true" if ragged else "false"
+    return (f"cupyprep_preprocess_{interpolation}<{C_TYPES[np.dtype(in_dtype)]}, "
+            f"{C_TYPES[np.dtype(out_dtype)]}, {cn}, {t}, {r}>")
+
+
+def _variants():
+    return [
+        _expr(i, d, o, cn, swap, ragged)
+        for i in _KERNEL_INTERPOLATIONS
+        for d in PREPROCESS_DTYPES
+        for o in OUT_DTYPES
+        for cn in (1, 3, 4)
+        for swap in ((False, True) if cn >= 3 else (False,))
+        for ragged in (False, True)
+    ]
+
+
+_kernels.register_variants("preprocess", "preprocess.cu", _variants)
+
+
+# --- geometry --------------------------------------------------------------------------------
+def plan(h0, w0, size, mode, resize_size=None):
+    """Where one ``h0 x w0`` image lands on the ``size`` canvas.
+
+    Returns ``(nh, nw, off_y, off_x)``: the image is resized to ``nh x nw`` and its top-left
+    corner placed at ``(off_y, off_x)`` (negative: cropped).
+
+    - ``stretch``: ``nh, nw = size``.
+    - ``letterbox``: ``r = min(H / h0, W / w0)``, ``nh = round(h0 * r)``,
+      ``nw = round(w0 * r)`` (Python's round, half to even, at least 1), centered:
+      ``off_y = (H - nh) // 2`` (the extra pixel of odd padding goes to the bottom / right,
+      as ``round(d/2 - 0.1)`` / ``round(d/2 + 0.1)`` split it in the YOLO recipe).
+    - ``letterbox_top_left``: the same size, padded at the right and bottom only.
+    - ``center_crop``: the shorter side to ``resize_size`` (default ``min(size)``), the
+      longer to ``int(resize_size * long / short)`` (torchvision's ``Resize(int)``), then a
+      centered crop: ``off = -round((n - S) / 2)``; a side shorter than the crop is padded
+      ``(S - n) // 2`` before (torchvision's ``CenterCrop``).
+    """
+    H, W = size
+    if mode == "stretch":
+        return H, W, 0, 0
+    if mode in ("letterbox", "letterbox_top_left"):
+        r = min(H / h0, W / w0)
+        nh = min(H, max(1, int(round(h0 * r))))
+        nw = min(W, max(1, int(round(w0 * r))))
+        if mode == "letterbox_top_left":
+            return nh, nw, 0, 0
+        return nh, nw, (H - nh) // 2, (W - nw) // 2
+    s = min(H, W) if resize_size is None else resize_size
+    if w0 <= h0:
+        nw, nh = s, max(1, int(s * h0 / w0))
+    else:
+        nh, nw = s, max(1, int(s * w0 / h0))
+
+    def offset(n, S):
+        return (S - n) // 2 if n < S else -int(round((n - S) / 2.0))
+
+    return nh, nw, offset(nh, H), offset(nw, W)
+
+
+@dataclass(frozen=True)
+class PreprocessMeta:
+    """Per-image geometry of a preprocessed batch, to map coordinates both ways.
+
+    Attributes (NumPy arrays, one row per image):
+      ``orig_size`` (N, 2) original (height, width);
+      ``resized_size`` (N, 2) size the image was resized to;
+      ``offset`` (N, 2) (y, x) of the resized image's top-left corner on the output canvas
+      (negative where cropped);
+      ``size`` the canvas (height, width).
+    Derived: ``scale`` (N, 2) resized / original per axis; ``pad`` (N, 4) top, bottom,
+    left, right padding; ``crop`` (N, 2) top and left rows / columns cut from the resized
+    image.
+
+    Coordinates are continuous pixel coordinates (a pixel's edges at integers), so an image
+    corner maps to a canvas corner: ``network = original * scale + offset``.
+    """
+
+    orig_size: np.ndarray
+    resized_size: np.ndarray
+    offset: np.ndarray
+    size: tuple
+
+    def __len__(self):
+        return len(self.orig_size)
+
+    @property
+    def scale(self):
+        return self.resized_size / self.orig_size
+
+    @property
+    def pad(self):
+        H, W = self.size
+        top, left = np.maximum(self.offset[:, 0], 0), np.maximum(self.offset[:, 1], 0)
+        bottom = np.maximum(H - (self.offset[:, 0] + self.resized_size[:, 0]), 0)
+        right = np.maximum(W - (self.offset[:, 1] + self.resized_size[:, 1]), 0)
+        return np.stack([top, bottom, left, right], axis=1)
+
+    @property
+    def crop(self):
+        return np.maximum(-self.offset, 0)
+
+    def to_original(self, coords, image_index=None, clip=True):
+        """Network (canvas) coordinates to original-image coordinates.
+
+        ``coords``: boxes ``(..., 4)`` as xyxy or points ``(..., 2)`` as xy; numpy, cupy or
+        torch. Shaped ``(N, K, 4|2)`` (one row of K per image), or a list of N arrays
+        ``(K_i, 4|2)``, or ``(K, 4|2)`` with ``image_index`` (K,) naming each row's image.
+        ``clip`` limits results to the original image.
+        """
+        return self._map(coords, image_index, inverse=True, clip=clip)
+
+    def to_network(self, coords, image_index=None, clip=False):
+        """Original-image coordinates to network (canvas) coordinates; as ``to_original``."""
+        return self._map(coords, image_index, inverse=False, clip=clip)
+
+    def _map(self, coords, image_index, inverse, clip):
+        if isinstance(coords, (list, tuple)):
+            if len(coords) != len(self):
+                raise ValueError(f"coords: expected a list of {len(self)} arrays, got {len(coords)}")
+            return [self._map(c, np.full(_rows(c), i), inverse, clip) for i, c in enumerate(coords)]
+        width = coords.shape[-1]
+        if width not in (2, 4):
+            raise ValueError(f"coords: expected a last axis of 4 (xyxy) or 2 (xy), got {_arrays.describe(coords)}")
+        # per-image parameters as (x, y) pairs laid along the last axis
+        sx, sy = self.scale[:, 1], self.scale[:, 0]
+        ox, oy = self.offset[:, 1], self.offset[:, 0]
+        limit_x = (self.orig_size if inverse else np.array([self.size] * len(self)))[:, 1]
+        limit_y = (self.orig_size if inverse else np.array([self.size] * len(self)))[:, 0]
+        reps = width // 2
+        mul = np.stack([sx, sy] * reps, axis=1)
+        add = np.stack([ox, oy] * reps, axis=1)
+        hi = np.stack([limit_x, limit_y] * reps, axis=1).astype(np.float64)
+        if image_index is not None:
+            idx = _to_numpy(image_index).astype(np.int64)
+            if coords.ndim != 2 or idx.shape != (coords.shape[0],):
+                raise ValueError(f"image_index: expected shape ({coords.shape[0]},) for coords "
+                                 f"of shape {tuple(coords.shape)}, got {idx.shape}")
+            mul, add, hi = mul[idx], add[idx], hi[idx]
+        else:
+            if coords.ndim != 3 or coords.shape[0] != len(self):
+                raise ValueError(f"coords: expected shape ({len(self)}, K, {width}) or image_index, "
+                                 f"got {tuple(coords.shape)}")
+            mul, add, hi = mul[:, None], add[:, None], hi[:, None]
+        mul, add, hi = (_like(coords, a) for a in (mul, add, hi))
+        out = (coords - add) / mul if inverse else coords * mul + add
+        if clip:
+            out = _clip(out, hi)
+        return out
+
+
+def _rows(c):
+    return c.shape[0]
+
+
+def _to_numpy(a):
+    if isinstance(a, np.ndarray):
+        return a
+    if hasattr(a, "get"):
+        return a.get()
+    if hasattr(a, "cpu"):
+        return a.cpu().numpy()
+    return np.asarray(a)
+
+
+def _like(ref, a):
+    """``a`` (numpy) as the array kind, device and float dtype of ``ref``."""
+    if isinstance(ref, np.ndarray):
+        return a.astype(ref.dtype if ref.dtype.kind == "f" else np.float64)
+    if _arrays._is_torch(ref):
+        import torch
+
+        return torch.as_tensor(a, dtype=ref.dtype if ref.is_floating_point() else torch.float64,
+                               device=ref.device)
+    import cupy
+
+    return cupy.asarray(a, dtype=ref.dtype if ref.dtype.kind == "f" else np.float64)
+
+
+def _clip(out, hi):
+    if _arrays._is_torch(out):
+        import torch
+
+        return torch.minimum(torch.clamp(out, min=0), hi)
+    xp = np if isinstance(out, np.ndarray) else __import__("cupy")
+    return xp.minimum(xp.maximum(out, 0), hi)
+
+
+# --- the op ----------------------------------------------------------------------------------
+def _gather(images):
+    """Read the images argument: ``(prepared_first, arrays, uniform)``."""
+    if isinstance(images, (list, tuple)):
+        if len(images) == 0:
+            raise ValueError("images: expected at least one image (pass an empty NHWC array "
+                             "for an empty batch)")
+        first = _arrays.prepare(images[0], "images[0]")
+        arrays = [first.array] + [first.convert(im, f"images[{i}]") for i, im in enumerate(images[1:], 1)]
+        return first, arrays, False
+    first = _arrays.prepare(images, "images")
+    arr = first.array
+    if arr.ndim == 4:
+        return first, arr, True
+    if arr.ndim in (2, 3):
+        return first, [arr], False
+    raise ValueError(f"images: expected an NHWC batch, an HWC image or a list of HWC images, "
+                     f"got {_arrays.describe(arr)}")
+
+
+def _check_image(name, arr, dtype, channels):
+    if arr.ndim not in (2, 3):
+        raise ValueError(f"{name}: expected an HWC (or HW) image, got {_arrays.describe(arr)}")
+    c = arr.shape[2] if arr.ndim == 3 else 1
+    if dtype is not None and arr.dtype != dtype:
+        raise TypeError(f"{name}: expected dtype {dtype} like images[0], got {_arrays.describe(arr)}")
+    if channels is not None and c != channels:
+        raise ValueError(f"{name}: expected {channels} channels like images[0], got {_arrays.describe(arr)}")
+    if arr.shape[0] <= 0 or arr.shape[1] <= 0:
+        raise ValueError(f"{name}: expected a non-empty image, got {_arrays.describe(arr)}")
+    return c
+
+
+def _pad_values(pad_value, channels, dtype):
+    """The pad value per input channel, rounded to the input dtype as a stored pixel is."""
+    if isinstance(pad_value, numbers.Real) and not isinstance(pad_value, bool):
+        values = (float(pad_value),) * channels
+    else:
+        values = _validate.per_channel("pad_value", pad_value, channels, 0.0)
+    arr = np.asarray(values, np.float64)
+    if np.dtype(dtype).kind == "u":
+        info = np.iinfo(dtype)
+        arr = np.clip(np.rint(arr), info.min, info.max)
+    return tuple(float(v) for v in arr.astype(dtype).astype(np.float32))
+
+
+def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolation="linear",
+               pad_value=114, mean=None, std=None, scale=1 / 255, swap_rb=True, layout="NCHW",
+               dtype="float32", out=None):
+    """Decoded frames to a model's input batch: resize, pad or crop, channel order,
+    ``(x * scale - mean) / std``, layout and dtype, in one kernel launch.
+
+    Parameters
+    ----------
+    images : NHWC array, HWC array, or list of HWC arrays (numpy, cupy or torch)
+        Same-size images as one NHWC array, or images of different sizes as a list (one
+        launch over the whole ragged batch). uint8, uint16, float16 or float32; 1, 3 or 4
+        channels; every image of a list has the same dtype and channel count.
+    size : (int, int)
+        Output (height, width).
+    mode : {"letterbox", "stretch", "center_crop", "letterbox_top_left"}
+        How each image is placed on the output canvas; see :func:`plan` for the rounding.
+        ``letterbox``: keep the aspect ratio, center, pad (the YOLO convention);
+        ``stretch``: a plain resize; ``center_crop``: shorter side to ``resize_size``, then a
+        centered crop (the torchvision classification convention); ``letterbox_top_left``:
+        pad at the right and bottom only.
+    resize_size : int, optional
+        ``center_crop`` only: the resized shorter side (default ``min(size)``).
+    interpolation : {"nearest", "linear", "area", "cubic"}
+        As :func:`cupyprep.resize` (``cv2.resize`` semantics).
+    pad_value : float or sequence
+        In input pixel units and input channel order (114 is YOLO's gray); normalized like a
+        pixel.
+    mean, std, scale, swap_rb :
+        As :func:`cupyprep.normalize`; mean/std in output channel order.
+    layout : {"NCHW", "NHWC"}
+    dtype : {"float32", "float16", "uint8"}
+    out : array, optional
+        Written in place (same kind as the images, right shape and dtype).
+
+    Returns
+    -------
+    (batch, meta) : the (N, C, H, W) or (N, H, W, C) batch, same kind as the input (torch
+    CUDA in, torch CUDA out, zero-copy), and a :class:`PreprocessMeta` mapping boxes and
+    points back to each original image.
+
+    Convention
+    ----------
+    Equal to the CPU recipe, image by image: ``cv2.resize`` to the planned size (a stored
+    pixel of the input dtype), ``cv2.copyMakeBorder`` with the split padding (or a crop),
+    then the normalization of :func:`cupyprep.normalize`.
+
+    Example
+    -------
+    >>> batch, meta = cupyprep.preprocess(frames, (640, 640))            # doctest: +SKIP
+    >>> boxes_in_frames = meta.to_original(boxes_in_network)            # doctest: +SKIP
+    """
+    first, arrays, uniform = _gather(images)
+    H, W = _validate.size_hw("size", size)
+    mode = _validate.choice("mode", mode, MODES)
+    interpolation = _validate.choice("interpolation", interpolation, ("nearest", "linear", "area", "cubic"))
+    if resize_size is not None:
+        if mode != "center_crop":
+            raise ValueError(f"resize_size: only used with mode='center_crop', got mode={mode!r}")
+        if not isinstance(resize_size, numbers.Integral) or resize_size <= 0:
+            raise ValueError(f"resize_size: expected a positive int, got {resize_size!r}")
+    out_dtype = _validate.out_dtype("dtype", dtype, OUT_DTYPES)
+    layout = _validate.choice("layout", layout, ("NCHW", "NHWC"))
+    if uniform:
+        arr = arrays
+        in_dtype = _validate.dtype_in("images", arr, PREPROCESS_DTYPES)
+        geo = _validate.image_layout("images", arr, "NHWC", max_channels=4)
+        c, n = geo.c, geo.n
+        sizes = [(geo.h, geo.w)] * n
+    else:
+        in_dtype = _validate.dtype_in("images[0]", arrays[0], PREPROCESS_DTYPES)
+        c = _check_image("images[0]", arrays[0], None, None)
+        for i, a in enumerate(arrays[1:], 1):
+            _check_image(f"images[{i}]", a, in_dtype, c)
+        n = len(arrays)
+        sizes = [a.shape[:2] for a in arrays]
+    if c == 2:
+        raise ValueError("images: expected 1, 3 or 4 channels, got 2")
+    if c > 4:
+        raise ValueError(f"images: expected 1, 3 or 4 channels, got {c}")
+    mean = _validate.per_channel("mean", mean, c, 0.0)
+    std = _validate.per_channel("std", std, c, 1.0)
+    if any(s == 0 for s in std):
+        raise ValueError(f"std: expected non-zero values, got {std}")
+    scale = _validate.number("scale", scale)
+    swap_rb = bool(swap_rb) and c >= 3
+    pad = _pad_values(pad_value, c, in_dtype)
+    plans = np.array([plan(h, w, (H, W), mode, resize_size) for h, w in sizes], np.int64).reshape(n, 4)
+    meta = PreprocessMeta(
+        orig_size=np.array(sizes, np.int64).reshape(n, 2),
+        resized_size=plans[:, :2].copy(),
+        offset=plans[:, 2:].copy(),
+        size=(H, W),
+    )
+    out_shape = (n, c, H, W) if layout == "NCHW" else (n, H, W, c)
+    if not first.device:
+        imgs = [arrays[i] for i in range(n)] if uniform else arrays
+        res = cpu.preprocess(imgs, (H, W), plans, interpolation, pad, mean, std, scale, swap_rb,
+                             layout == "NHWC", out_dtype, c)
+        return first.result(res, out), meta
+    if interpolation not in _KERNEL_INTERPOLATIONS:
+        raise NotImplementedError(
+            f"interpolation: {interpolation!r} has no fused GPU kernel yet; use one of "
+            f"{list(_KERNEL_INTERPOLATIONS)}, or resize() then normalize()"
+        )
+    xp = first.xp
+    with first.launch():
+        native, dst = first.output(out, out_shape, out_dtype)
+        d = _arrays.element_strides(dst, "out")
+        if layout == "NCHW":
+            d_n, d_c, d_y, d_x = d
+        else:
+            d_n, d_y, d_x, d_c = d
+        i64, i32, f32, f64, u64 = np.int64, np.int32, np.float32, np.float64, np.uint64
+        null = u64(0)
+        if uniform:
+            s_n, s_c, s_y, s_x = geo.strides
+            nh, nw, oy, ox = (int(v) for v in plans[0]) if n else (H, W, 0, 0)
+            tables = (arr, null, null, null, null, i64(s_n), i32(geo.h), i32(geo.w), i32(nh),
+                      i32(nw), i32(oy), i32(ox), i64(s_y), i64(s_x), i64(s_c),
+                      f64(1.0 / (nh / geo.h)), f64(1.0 / (nw / geo.w)))
+        else:
+            strides = []
+            for a in arrays:
+                st = _arrays.element_strides(a, "images")
+                strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [0]))
+            geom = np.concatenate([np.array(sizes, np.int64).reshape(n, 2), plans], axis=1).astype(np.int32)
+            # OpenCV's step: 1 / (new / old) in double, not old / new
+            scales = 1.0 / (plans[:, :2] / np.array(sizes, np.float64))
+            tables = (null, _kernels.pointer_table(arrays, xp), xp.asarray(geom),
+                      xp.asarray(np.array(strides, np.int64)), xp.asarray(scales.astype(np.float64)),
+                      i64(0), i32(0), i32(0), i32(0), i32(0), i32(0), i32(0), i64(0), i64(0), i64(0),
+                      f64(0), f64(0))
+        m = [f32(v) for v in mean + (0.0,) * (4 - c)]
+        sd = [f32(v) for v in std + (1.0,) * (4 - c)]
+        p = [f32(v) for v in pad + (0.0,) * (4 - c)]
+        total = n * H * W
+        fn = _kernels.get_function("preprocess.cu", _expr(interpolation, in_dtype, out_dtype, c,
+                                                          swap_rb, not uniform))
+        launch_1d(fn, total, tables + (dst, i32(H), i32(W), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
+                                       f32(scale), *m, *sd, *p, i64(total)))
+    return native, meta

@@ -1,0 +1,255 @@
+"""preprocess: geometry of every mode, the CPU recipe, meta round trips, and the fused
+kernel against the CPU backend on ragged batches."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cupyprep
+from conftest import assert_close, photo, random_image
+from cupyprep import cpu
+from cupyprep.preprocess import plan
+
+cv2 = pytest.importorskip("cv2")
+
+
+# --- geometry (CI) ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "h0, w0, size, mode, expect",
+    [
+        (1080, 1920, (640, 640), "letterbox", (360, 640, 140, 0)),
+        (1920, 1080, (640, 640), "letterbox", (640, 360, 0, 140)),
+        (3, 2, (640, 640), "letterbox", (640, 427, 0, 106)),      # 213 px of padding: 106 left, 107 right
+        (1, 1, (640, 480), "letterbox", (480, 480, 80, 0)),
+        (720, 1280, (384, 640), "letterbox", (360, 640, 12, 0)),
+        (1080, 1920, (640, 640), "letterbox_top_left", (360, 640, 0, 0)),
+        (1080, 1920, (640, 640), "stretch", (640, 640, 0, 0)),
+        (480, 640, (224, 224), "center_crop", (224, 298, 0, -37)),  # int(224*640/480) = 298; round(74/2)
+        (640, 480, (224, 224), "center_crop", (298, 224, -37, 0)),
+        (500, 500, (224, 224), "center_crop", (224, 224, 0, 0)),
+        (2, 3, (4, 4), "center_crop", (4, 6, 0, -1)),                # round(2/2) = 1
+        (10, 30, (8, 8), "center_crop", (8, 24, 0, -8)),
+    ],
+)
+def test_plan(h0, w0, size, mode, expect):
+    assert plan(h0, w0, size, mode) == expect
+
+
+def test_plan_center_crop_resize_size_and_padding():
+    assert plan(480, 640, (224, 224), "center_crop", resize_size=256) == (256, 341, -16, -58)
+    # a crop larger than the resized image pads it (torchvision's CenterCrop)
+    assert plan(100, 100, (224, 300), "center_crop", resize_size=200) == (200, 200, 12, 50)
+
+
+def yolo_letterbox(img, size, pad=114):
+    """The usual YOLO recipe written out, as a second opinion on the geometry."""
+    h0, w0 = img.shape[:2]
+    r = min(size[0] / h0, size[1] / w0)
+    nw, nh = int(round(w0 * r)), int(round(h0 * r))
+    dw, dh = (size[1] - nw) / 2, (size[0] - nh) / 2
+    if (nh, nw) != (h0, w0):
+        img = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR)
+    top, bottom = int(round(dh - 0.1)), int(round(dh + 0.1))
+    left, right = int(round(dw - 0.1)), int(round(dw + 0.1))
+    return cv2.copyMakeBorder(img, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(pad,) * 3)
+
+
+def test_cpu_letterbox_equals_yolo_recipe():
+    imgs = [photo("astronaut"), photo("coffee"), photo("chelsea"), random_image(np.random.default_rng(0), (7, 3, 3), np.uint8)]
+    batch, meta = cupyprep.preprocess(imgs, (640, 640), scale=1.0, swap_rb=False, dtype="uint8", layout="NHWC")
+    for i, img in enumerate(imgs):
+        np.testing.assert_array_equal(batch[i], yolo_letterbox(img, (640, 640)))
+
+
+def test_cpu_normalization_and_layout():
+    img = random_image(np.random.default_rng(1), (2, 30, 40, 3), np.uint8)
+    batch, _ = cupyprep.preprocess(img, (30, 40), mode="stretch", mean=(0.5, 0.4, 0.3), std=(0.2, 0.3, 0.4))
+    ref = cupyprep.normalize(img, (0.5, 0.4, 0.3), (0.2, 0.3, 0.4), scale=1 / 255, swap_rb=True, layout="NCHW")
+    np.testing.assert_array_equal(batch, ref)
+    nhwc, _ = cupyprep.preprocess(img, (30, 40), mode="stretch", layout="NHWC", dtype="float16")
+    assert nhwc.shape == (2, 30, 40, 3) and nhwc.dtype == np.float16
+
+
+def test_cpu_center_crop_equals_torchvision_when_available():
+    tvf = pytest.importorskip("torchvision.transforms.functional")
+    import torch
+
+    img = photo("astronaut")[:400]  # 400 x 512
+    batch, _ = cupyprep.preprocess(img, (224, 224), mode="center_crop", resize_size=256, scale=1.0,
+                                   swap_rb=False, dtype="uint8", layout="NHWC",
+                                   interpolation="nearest")
+    t = torch.from_numpy(img).permute(2, 0, 1)
+    ref = tvf.center_crop(tvf.resize(t, 256, interpolation=tvf.InterpolationMode.NEAREST), [224, 224])
+    assert batch.shape[1:] == (224, 224, 3) and tuple(ref.shape) == (3, 224, 224)
+    # same geometry (resize to 256 x 327, crop at (16, 52)); torchvision's nearest steps by a
+    # float32 scale where cv2 takes 1 / (new / old) in double, which can move a sampled
+    # column by one on a few pixels
+    same = (batch[0] == ref.permute(1, 2, 0).numpy()).all(axis=2).mean()
+    assert same > 0.98, same
+
+
+def test_meta_round_trip_and_corners():
+    rng = np.random.default_rng(2)
+    imgs = [random_image(rng, s + (3,), np.uint8) for s in [(1080, 1920), (300, 200), (1, 1), (640, 640)]]
+    for mode in ("letterbox", "stretch", "center_crop", "letterbox_top_left"):
+        _, meta = cupyprep.preprocess(imgs, (320, 480), mode=mode)
+        boxes = rng.uniform(0, 1, (4, 5, 4)) * np.array([480, 320, 480, 320])
+        back = meta.to_network(meta.to_original(boxes, clip=False))
+        np.testing.assert_allclose(back, boxes, rtol=1e-9, atol=1e-9)
+        pts = meta.to_original(rng.uniform(0, 300, (4, 6, 2)))
+        assert pts.shape == (4, 6, 2) and (pts >= 0).all()
+        # flat detections with an image index give the same as the per-image form
+        flat = boxes.reshape(-1, 4)
+        idx = np.repeat(np.arange(4), 5)
+        np.testing.assert_allclose(meta.to_original(flat, image_index=idx).reshape(4, 5, 4), meta.to_original(boxes))
+    _, meta = cupyprep.preprocess(imgs, (640, 640))
+    full = np.array([[[0, 140, 640, 500]], [[106, 0, 533, 640]], [[0, 0, 640, 640]], [[0, 0, 640, 640]]], float)
+    np.testing.assert_allclose(meta.to_original(full)[0], [[0, 0, 1920, 1080]])
+    np.testing.assert_allclose(meta.to_original(full)[1], [[0, 0, 200, 300]], atol=0.5)
+    as_list = meta.to_original([b for b in full])
+    np.testing.assert_allclose(as_list[0], [[0, 0, 1920, 1080]])
+
+
+@pytest.mark.parametrize(
+    "call, exc, words",
+    [
+        (lambda: cupyprep.preprocess([np.zeros((4, 4, 3), np.uint8), np.zeros((4, 4, 3), np.float32)], (8, 8)),
+         TypeError, ["images[1]", "uint8", "float32"]),
+        (lambda: cupyprep.preprocess([np.zeros((4, 4, 3), np.uint8), np.zeros((4, 4, 4), np.uint8)], (8, 8)),
+         ValueError, ["images[1]", "3 channels"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (0, 8)), ValueError, ["size"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), mean=(1, 2)), ValueError, ["mean", "3"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), mode="pad"), ValueError, ["mode", "letterbox"]),
+        (lambda: cupyprep.preprocess([], (8, 8)), ValueError, ["images", "at least one"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 2), np.uint8), (8, 8)), ValueError, ["images", "channels"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), resize_size=10), ValueError, ["resize_size", "center_crop"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), layout="CHW"), ValueError, ["layout"]),
+        (lambda: cupyprep.preprocess([np.zeros((0, 4, 3), np.uint8)], (8, 8)), ValueError, ["images[0]", "non-empty"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), pad_value=(1, 2)), ValueError, ["pad_value"]),
+        (lambda: cupyprep.preprocess("frames", (8, 8)), TypeError, ["images"]),
+    ],
+)
+def test_bad_input(call, exc, words):
+    with pytest.raises(exc) as info:
+        call()
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+def test_empty_batch():
+    batch, meta = cupyprep.preprocess(np.zeros((0, 10, 10, 3), np.uint8), (8, 8))
+    assert batch.shape == (0, 3, 8, 8) and batch.dtype == np.float32 and len(meta) == 0
+
+
+# --- kernels ----------------------------------------------------------------------------------
+MODES = ["letterbox", "stretch", "center_crop", "letterbox_top_left"]
+
+
+def reference(images, size, **kw):
+    """The CPU backend's answer (cv2 recipe + NumPy normalization)."""
+    opts = dict(mode="letterbox", resize_size=None, interpolation="linear", pad_value=114, mean=None,
+                std=None, scale=1 / 255, swap_rb=True, layout="NCHW", dtype="float32")
+    opts.update(kw)
+    from cupyprep.preprocess import _pad_values
+
+    c = images[0].shape[2] if images[0].ndim == 3 else 1
+    in_dtype = images[0].dtype
+    plans = np.array([plan(i.shape[0], i.shape[1], size, opts["mode"], opts["resize_size"]) for i in images])
+    mean = tuple(float(v) for v in np.broadcast_to(0.0 if opts["mean"] is None else opts["mean"], (c,)))
+    std = tuple(float(v) for v in np.broadcast_to(1.0 if opts["std"] is None else opts["std"], (c,)))
+    return cpu.preprocess(list(images), size, plans, opts["interpolation"], _pad_values(opts["pad_value"], c, in_dtype),
+                          mean, std, opts["scale"], opts["swap_rb"] and c >= 3, opts["layout"] == "NHWC",
+                          np.dtype(opts["dtype"]), c)
+
+
+def check(kernels, images, size, exact=True, **kw):
+    ref = reference(images, size, **kw)
+    out = kernels.poisoned(ref.shape, ref.dtype)
+    arg = [kernels.put(i) for i in images] if isinstance(images, list) else kernels.put(images)
+    batch, meta = cupyprep.preprocess(arg, size, out=out, **kw)
+    assert batch is out and len(meta) == len(images)
+    got = kernels.get(batch)
+    if exact:
+        np.testing.assert_array_equal(got, ref)
+    else:
+        # float / uint16 inputs: the resize step follows OpenCV's float order, which OpenCV's
+        # CPU dispatch may fuse (see test_resize.assert_matches_opencv): one stored-pixel
+        # rounding step apart, carried through scale / std
+        std = kw.get("std") or 1.0
+        step = kw.get("scale", 1 / 255) / np.min(std) * (1 if images[0].dtype == np.uint16 else 1e-3)
+        assert_close(got, ref, atol=step + 1e-3, reason="OpenCV's CPU-dependent float rounding, scaled")
+    return got
+
+
+def ragged_images(rng, dtype, big):
+    shapes = [(48, 64), (64, 48), (1, 1), (2, 3), (33, 17), (5, 90)]
+    if big:
+        shapes += [(4000, 3000), (1080, 1920), (3000, 4000)]
+    return [random_image(rng, s + (3,), dtype) for s in shapes]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("interpolation", ["nearest", "linear"])
+def test_kernel_ragged_uint8(kernels, mode, interpolation):
+    rng = np.random.default_rng(3)
+    images = ragged_images(rng, np.uint8, kernels.name == "gpu")
+    for layout in ("NCHW", "NHWC"):
+        check(kernels, images, (24, 40), mode=mode, interpolation=interpolation, layout=layout,
+              mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+
+
+@pytest.mark.parametrize("in_dtype", [np.uint16, np.float16, np.float32])
+def test_kernel_input_dtypes(kernels, in_dtype):
+    rng = np.random.default_rng(4)
+    images = [np.abs(random_image(rng, s + (3,), in_dtype)) for s in [(20, 30), (31, 7), (1, 1)]]
+    for mode in MODES:
+        check(kernels, images, (16, 16), exact=False, mode=mode, scale=1.0, pad_value=0.5)
+    check(kernels, images, (16, 16), exact=True, mode="stretch", interpolation="nearest", scale=1.0)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "uint8"])
+@pytest.mark.parametrize("channels", [1, 4])
+def test_kernel_out_dtypes_and_channels(kernels, dtype, channels):
+    rng = np.random.default_rng(5)
+    images = [random_image(rng, s + (channels,), np.uint8) for s in [(20, 30), (9, 40)]]
+    scale = 1 / 255 if dtype == "float16" else 1.0
+    check(kernels, images, (16, 24), dtype=dtype, scale=scale, pad_value=tuple(range(100, 100 + channels)))
+    check(kernels, np.stack([images[0]] * 2), (16, 24), dtype=dtype, scale=scale, mode="stretch")
+
+
+def test_kernel_uniform_equals_list(kernels):
+    rng = np.random.default_rng(6)
+    batch = random_image(rng, (3, 27, 35, 3), np.uint8)
+    for mode in MODES:
+        a, _ = cupyprep.preprocess(kernels.put(batch), (20, 20), mode=mode)
+        b, _ = cupyprep.preprocess([kernels.put(i) for i in batch], (20, 20), mode=mode)
+        np.testing.assert_array_equal(kernels.get(a), kernels.get(b))
+    check(kernels, batch, (20, 20))
+    check(kernels, np.zeros((0, 27, 35, 3), np.uint8), (20, 20))
+
+
+def test_kernel_photographs(kernels):
+    names = ["astronaut", "coffee", "chelsea", "rocket"]
+    images = [photo(n) for n in names]
+    if kernels.name == "emulated":
+        images = [i[::6, ::6] for i in images]  # strided views: same content, fewer threads
+    check(kernels, images, (64, 64) if kernels.name == "emulated" else (640, 640))
+    check(kernels, images, (56, 56) if kernels.name == "emulated" else (224, 224), mode="center_crop",
+          mean=cupyprep.IMAGENET_MEAN, std=cupyprep.IMAGENET_STD, dtype="float16")
+
+
+@pytest.mark.gpu
+def test_gpu_torch_zero_copy_and_stream():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    rng = np.random.default_rng(7)
+    frames = [random_image(rng, s + (3,), np.uint8) for s in [(1080, 1920), (720, 1280), (480, 640)]]
+    tensors = [torch.from_numpy(f).cuda() for f in frames]
+    out = torch.empty((3, 3, 640, 640), device="cuda")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        batch, meta = cupyprep.preprocess(tensors, (640, 640), out=out)
+    stream.synchronize()
+    assert batch is out and batch.data_ptr() == out.data_ptr()
+    np.testing.assert_array_equal(batch.cpu().numpy(), reference(frames, (640, 640)))
