@@ -16,14 +16,18 @@
 
 namespace {
 
+// INTERP: 0 nearest, 1 linear, 2 cubic. rw is the resized width (cubic's OpenCV row).
 template <typename TIn, int CN, int INTERP>
 __device__ __forceinline__ void sample(const TIn* img, cp::i64 s_y, cp::i64 s_x, cp::i64 s_c,
                                        int sh, int sw, int dy, int dx, double scale_y,
-                                       double scale_x, TIn (&out)[CN]) {
+                                       double scale_x, int rw, TIn (&out)[CN]) {
     if constexpr (INTERP == 0)
         cp::sample_nearest<TIn, CN>(img, s_y, s_x, s_c, sh, sw, dy, dx, scale_y, scale_x, out);
-    else
+    else if constexpr (INTERP == 1)
         cp::sample_linear<TIn, CN>(img, s_y, s_x, s_c, sh, sw, dy, dx, scale_y, scale_x, out);
+    else
+        cp::sample_cubic<TIn, CN>(img, s_y, s_x, s_c, sh, sw, dy, dx, scale_y, scale_x,
+                                  (cp::i64)rw * CN, out);
 }
 
 }  // namespace
@@ -72,7 +76,7 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS) {
         float v[CN];
         if (ry >= 0 && ry < rh && rx >= 0 && rx < rw) {
             TIn t[CN];
-            sample<TIn, CN, INTERP>(img, sy_, sx_, sc_, ih, iw, ry, rx, ky, kx, t);
+            sample<TIn, CN, INTERP>(img, sy_, sx_, sc_, ih, iw, ry, rx, ky, kx, rw, t);
 #pragma unroll
             for (int c = 0; c < CN; ++c) v[c] = cp::to_float(t[c]);
         } else {
@@ -97,4 +101,9 @@ __global__ void cupyprep_preprocess_nearest(CUPYPREP_PREPROCESS_PARAMS) {
 template <typename TIn, typename TOut, int CN, bool SWAP_RB, bool RAGGED>
 __global__ void cupyprep_preprocess_linear(CUPYPREP_PREPROCESS_PARAMS) {
     preprocess_body<TIn, TOut, CN, SWAP_RB, RAGGED, 1>(CUPYPREP_PREPROCESS_ARGS);
+}
+
+template <typename TIn, typename TOut, int CN, bool SWAP_RB, bool RAGGED>
+__global__ void cupyprep_preprocess_cubic(CUPYPREP_PREPROCESS_PARAMS) {
+    preprocess_body<TIn, TOut, CN, SWAP_RB, RAGGED, 2>(CUPYPREP_PREPROCESS_ARGS);
 }

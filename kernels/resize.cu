@@ -1,4 +1,5 @@
-// Resize with cv2.resize semantics: cupyprep_resize_<interpolation><T, CN>.
+// Resize with cv2.resize semantics: cupyprep_resize_<interpolation><T, CN>, and for area
+// one kernel per OpenCV algorithm (cupyprep_resize_area_fast / _weighted / _up).
 //
 // Convention (as OpenCV): pixel centers at +0.5, src = (dst + 0.5) * scale - 0.5 with
 // scale = 1 / (dst_size / src_size) in double precision; nearest takes
@@ -8,7 +9,7 @@
 //
 // One thread per output pixel and group; a grid-stride loop over
 // batch * groups * dst_h * dst_w (64-bit).
-#include "common.cuh"
+#include "sampling.cuh"
 
 namespace {
 
@@ -31,14 +32,6 @@ __device__ __forceinline__ void locate(const Geometry& g, cp::i64 i, int& dy, in
     dst_base = n * g.d_n + grp * g.d_g + dy * g.d_y + (cp::i64)dx * g.d_x;
 }
 
-// OpenCV's linear source coordinate: computed in double, rounded to float, split into an
-// integer part (floor) and a float fraction.
-__device__ __forceinline__ void linear_coord(int d, double scale, int& s, float& f) {
-    float fs = (float)((d + 0.5) * scale - 0.5);
-    s = __float2int_rd(fs);
-    f = __fsub_rn(fs, (float)s);
-}
-
 }  // namespace
 
 #define CUPYPREP_RESIZE_PARAMS                                                         \
@@ -52,33 +45,185 @@ __device__ __forceinline__ void linear_coord(int d, double scale, int& s, float&
                         d_n, d_g, d_y, d_x, d_c};                                       \
     const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
 
-// Nearest: OpenCV's INTER_NEAREST, sx = min(floor(dx * scale_x), sw - 1).
+// Store CN sampled values at the destination.
 template <typename T, int CN>
-__global__ void cupyprep_resize_nearest(CUPYPREP_RESIZE_PARAMS) {
+__device__ __forceinline__ void store(T* dst, cp::i64 d_c, const T (&v)[CN]) {
+#pragma unroll
+    for (int c = 0; c < CN; ++c) dst[c * d_c] = v[c];
+}
+
+// The kernels of the interpolations that are one per-pixel formula (sampling.cuh has them).
+#define CUPYPREP_RESIZE_KERNEL(NAME, CALL)                                                \
+    template <typename T, int CN>                                                         \
+    __global__ void cupyprep_resize_##NAME(CUPYPREP_RESIZE_PARAMS) {                      \
+        CUPYPREP_RESIZE_SETUP                                                             \
+        for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total;       \
+             i += stride) {                                                               \
+            int dy, dx;                                                                   \
+            cp::i64 sb, db;                                                               \
+            locate(g, i, dy, dx, sb, db);                                                 \
+            T v[CN];                                                                      \
+            CALL;                                                                         \
+            store<T, CN>(dst + db, d_c, v);                                               \
+        }                                                                                 \
+    }
+
+// INTER_NEAREST: sx = min(floor(dx * scale_x), sw - 1).
+CUPYPREP_RESIZE_KERNEL(nearest, (cp::sample_nearest<T, CN>(src + sb, s_y, s_x, s_c, sh, sw, dy,
+                                                          dx, scale_y, scale_x, v)))
+// INTER_LINEAR (sampling.cuh: OpenCV's fixed point for uint8, its float order otherwise,
+// and its switch to the area fast path at an exact factor of 2).
+CUPYPREP_RESIZE_KERNEL(linear, (cp::sample_linear<T, CN>(src + sb, s_y, s_x, s_c, sh, sw, dy,
+                                                        dx, scale_y, scale_x, v)))
+// INTER_CUBIC (sampling.cuh). CN is the channel count OpenCV sees (1 for planes), so the
+// destination row OpenCV splits into SIMD body and scalar tail is dw * CN long.
+CUPYPREP_RESIZE_KERNEL(cubic, (cp::sample_cubic<T, CN>(src + sb, s_y, s_x, s_c, sh, sw, dy, dx,
+                                                      scale_y, scale_x, (cp::i64)dw * CN, v)))
+
+// Area: OpenCV's INTER_AREA, which is three algorithms; the host picks one kernel per call
+// the way OpenCV picks (from scale_x, scale_y alone), so a profile shows which ran.
+
+// Area, fast regime: both scales within DBL_EPSILON of integers isx, isy >= 1. Each output
+// is the mean of its isy x isx cell, summed in OpenCV's order (row by row):
+//   integers 2x2 with CN != 2: (a + b + c + d + 2) >> 2 (OpenCV's vector path; 2-channel
+//          images take the general path, which rounds ties to even instead);
+//   uint8: exact int32 sum, then rint(float(sum) * (1 / area)); uint16 the same, but
+//          summed in float32 four elements at a time (OpenCV's accumulator type for it);
+//   floats: sum = sum + (((t0 + t1) + t2) + t3) per four, then one at a time, times
+//          1 / area; 2x2 with CN 1 or 4 in the SIMD body (element index below the body's
+//          end, as cubic) is ((t0 + t1) + (t2 + t3)) * 0.25.
+// Cells cut by the image's edge (sizes from cv2compat's fx / fy only) average what
+// they have: float(sum) / count.
+template <typename T, int CN>
+__global__ void cupyprep_resize_area_fast(CUPYPREP_RESIZE_PARAMS, int isy, int isx) {
+    CUPYPREP_RESIZE_SETUP
+    const int area = isx * isy;
+    const float inv_area = __fdiv_rn(1.f, (float)area);
+    const int whole_cells = sw / isx;
+    const bool two_by_two = isx == 2 && isy == 2;
+    for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        int dy, dx;
+        cp::i64 sb, db;
+        locate(g, i, dy, dx, sb, db);
+        const int sy0 = dy * isy, sx0 = dx * isx;
+        // OpenCV's vector body and whole-cell loop end where this row's whole cells end
+        const int whole = sy0 + isy <= sh ? whole_cells : 0;
+        if (two_by_two && dx < whole) {
+            T v[CN];
+            cp::sample_area_2x2<T, CN>(src + sb, s_y, s_x, s_c, dy, dx, whole, v);
+            store<T, CN>(dst + db, d_c, v);
+            continue;
+        }
+        if (dx >= whole) {
+            T v[CN];
+            cp::sample_area_partial<T, CN>(src + sb, s_y, s_x, s_c, sh, sw, sy0, sx0, isy, isx, v);
+            store<T, CN>(dst + db, d_c, v);
+            continue;
+        }
+        const T* cell = src + sb + (cp::i64)sy0 * s_y + (cp::i64)sx0 * s_x;
+#pragma unroll
+        for (int c = 0; c < CN; ++c) {
+            const T* p = cell + c * s_c;
+            T* q = dst + db + c * d_c;
+            // the cell's elements in OpenCV's order, four at a time, then the rest
+            int cy = 0, cx = 0;
+            auto next = [&]() {
+                const T v = p[cy * s_y + (cp::i64)cx * s_x];
+                if (++cx == isx) {
+                    cx = 0;
+                    ++cy;
+                }
+                return v;
+            };
+            if constexpr (sizeof(T) == 1) {
+                int sum = 0;
+                for (int k = 0; k < area; ++k) sum += next();
+                *q = cp::from_float<T>(__fmul_rn((float)sum, inv_area));
+            } else if constexpr (cp::is_integer<T>::value) {
+                float sum = 0.f;
+                int k = 0;
+                for (; k + 4 <= area; k += 4) {
+                    const int t0 = next(), t1 = next(), t2 = next(), t3 = next();
+                    sum = __fadd_rn(sum, (float)(t0 + t1 + t2 + t3));
+                }
+                for (; k < area; ++k) sum = __fadd_rn(sum, (float)next());
+                *q = cp::from_float<T>(__fmul_rn(sum, inv_area));
+            } else {
+                float sum = 0.f;
+                int k = 0;
+                for (; k + 4 <= area; k += 4) {
+                    const float t0 = cp::to_float(next()), t1 = cp::to_float(next());
+                    const float t2 = cp::to_float(next()), t3 = cp::to_float(next());
+                    sum = __fadd_rn(sum, __fadd_rn(__fadd_rn(__fadd_rn(t0, t1), t2), t3));
+                }
+                for (; k < area; ++k) sum = __fadd_rn(sum, cp::to_float(next()));
+                *q = cp::from_float<T>(__fmul_rn(sum, inv_area));
+            }
+        }
+    }
+}
+
+// Area, weighted regime: both scales >= 1, not both integers. Per axis the host builds
+// OpenCV's table (computeResizeAreaTab): for destination index d, `tab[3d]` is the first
+// source index, `tab[3d + 1]` the number of consecutive sources it covers, `tab[3d + 2]`
+// where their float32 weights start in `w`. In float32, as OpenCV: per covered source row,
+// buf = 0; buf = buf + p * alpha across the row's entries; then acc = beta0 * buf0 and
+// acc = acc + beta * buf for the other rows; rounded to nearest on store.
+template <typename T, int CN>
+__global__ void cupyprep_resize_area_weighted(CUPYPREP_RESIZE_PARAMS,
+                                              const int* __restrict__ xtab,
+                                              const float* __restrict__ xw,
+                                              const int* __restrict__ ytab,
+                                              const float* __restrict__ yw) {
     CUPYPREP_RESIZE_SETUP
     for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
         int dy, dx;
         cp::i64 sb, db;
         locate(g, i, dy, dx, sb, db);
-        int sy = min(__double2int_rd(dy * scale_y), sh - 1);
-        int sx = min(__double2int_rd(dx * scale_x), sw - 1);
-        const T* p = src + sb + sy * s_y + (cp::i64)sx * s_x;
+        const int* tx = xtab + 3 * (cp::i64)dx;
+        const int* ty = ytab + 3 * (cp::i64)dy;
+        const int nx = tx[1], ny = ty[1];
+        const float* alpha = xw + tx[2];
+        const float* beta = yw + ty[2];
+        float acc[CN];
 #pragma unroll
-        for (int c = 0; c < CN; ++c) dst[db + c * d_c] = p[c * s_c];
+        for (int c = 0; c < CN; ++c) acc[c] = 0.f;
+        for (int k = 0; k < ny; ++k) {
+            const T* row = src + sb + (cp::i64)(ty[0] + k) * s_y + (cp::i64)tx[0] * s_x;
+#pragma unroll
+            for (int c = 0; c < CN; ++c) {
+                const T* p = row + c * s_c;
+                float buf = 0.f;
+                for (int j = 0; j < nx; ++j)
+                    buf = __fadd_rn(buf, __fmul_rn(cp::to_float(p[(cp::i64)j * s_x]), alpha[j]));
+                const float term = __fmul_rn(beta[k], buf);
+                acc[c] = k == 0 ? term : __fadd_rn(acc[c], term);
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < CN; ++c) dst[db + c * d_c] = cp::from_float<T>(acc[c]);
     }
 }
 
-// Linear. Horizontally the fraction is clamped to 0 at the edges (OpenCV clamps sx and
-// sets fx = 0 there); vertically only the row indices are clamped and the weights keep
-// their fraction, as OpenCV does.
-//
-// uint8 reproduces OpenCV's fixed point bit for bit: weights rint(w * 2048); a horizontal
-// pass in int32; the vertical pass as its SIMD path computes it,
-// ((S0 >> 4) * b0 >> 16) + ((S1 >> 4) * b1 >> 16), then (t + 2) >> 2, saturated.
-// Other types compute in float32 with OpenCV's operation order (two products, then the
-// sum), never contracted to FMA, and round-to-nearest on store.
+namespace {
+
+// Area's coordinate where an axis is upscaled: OpenCV's linear "area mode",
+// s = floor(d * scale), f = frac((d + 1) - (s + 1) * inv_scale) (0 where not positive),
+// with inv_scale OpenCV's own (dst / src), not 1 / scale.
+__device__ __forceinline__ void area_up_coord(int d, double scale, double inv, int& s,
+                                              float& f) {
+    s = __double2int_rd(__dmul_rn((double)d, scale));
+    f = (float)__dsub_rn((double)(d + 1), __dmul_rn((double)(s + 1), inv));
+    f = f <= 0.f ? 0.f : __fsub_rn(f, (float)__float2int_rd(f));
+}
+
+}  // namespace
+
+// Area, upscale regime (either scale below 1, so also up on one axis and down on the
+// other): OpenCV's linear interpolation with area_up_coord's coordinates on both axes.
+// As in linear, sx at the right edge clamps with fx = 0 and rows are clamped only.
 template <typename T, int CN>
-__global__ void cupyprep_resize_linear(CUPYPREP_RESIZE_PARAMS) {
+__global__ void cupyprep_resize_area_up(CUPYPREP_RESIZE_PARAMS, double inv_y, double inv_x) {
     CUPYPREP_RESIZE_SETUP
     for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
         int dy, dx;
@@ -86,41 +231,14 @@ __global__ void cupyprep_resize_linear(CUPYPREP_RESIZE_PARAMS) {
         locate(g, i, dy, dx, sb, db);
         int sx, sy;
         float fx, fy;
-        linear_coord(dx, scale_x, sx, fx);
-        linear_coord(dy, scale_y, sy, fy);
-        if (sx < 0) { sx = 0; fx = 0.f; }
+        area_up_coord(dx, scale_x, inv_x, sx, fx);
+        area_up_coord(dy, scale_y, inv_y, sy, fy);
         if (sx >= sw - 1) { sx = sw - 1; fx = 0.f; }
         const int sx1 = min(sx + 1, sw - 1);
-        const int sy0 = cp::clamp_index(sy, 0, sh - 1);
-        const int sy1 = cp::clamp_index(sy + 1, 0, sh - 1);
-        const T* r0 = src + sb + sy0 * s_y;
-        const T* r1 = src + sb + sy1 * s_y;
-        const cp::i64 x0 = (cp::i64)sx * s_x, x1 = (cp::i64)sx1 * s_x;
-        const float ax0 = __fsub_rn(1.f, fx), ay0 = __fsub_rn(1.f, fy);
-        if constexpr (sizeof(T) == 1) {
-            const int a0 = __float2int_rn(__fmul_rn(ax0, 2048.f));
-            const int a1 = __float2int_rn(__fmul_rn(fx, 2048.f));
-            const int b0 = __float2int_rn(__fmul_rn(ay0, 2048.f));
-            const int b1 = __float2int_rn(__fmul_rn(fy, 2048.f));
-#pragma unroll
-            for (int c = 0; c < CN; ++c) {
-                const cp::i64 o = c * s_c;
-                const int S0 = (int)r0[x0 + o] * a0 + (int)r0[x1 + o] * a1;
-                const int S1 = (int)r1[x0 + o] * a0 + (int)r1[x1 + o] * a1;
-                const int t = (((S0 >> 4) * b0) >> 16) + (((S1 >> 4) * b1) >> 16);
-                dst[db + c * d_c] = cp::saturate_u8((t + 2) >> 2);
-            }
-        } else {
-#pragma unroll
-            for (int c = 0; c < CN; ++c) {
-                const cp::i64 o = c * s_c;
-                const float S0 = __fadd_rn(__fmul_rn(cp::to_float(r0[x0 + o]), ax0),
-                                           __fmul_rn(cp::to_float(r0[x1 + o]), fx));
-                const float S1 = __fadd_rn(__fmul_rn(cp::to_float(r1[x0 + o]), ax0),
-                                           __fmul_rn(cp::to_float(r1[x1 + o]), fx));
-                dst[db + c * d_c] =
-                    cp::from_float<T>(__fadd_rn(__fmul_rn(S0, ay0), __fmul_rn(S1, fy)));
-            }
-        }
+        const T* r0 = src + sb + cp::clamp_index(sy, 0, sh - 1) * s_y;
+        const T* r1 = src + sb + cp::clamp_index(sy + 1, 0, sh - 1) * s_y;
+        T v[CN];
+        cp::linear_blend<T, CN>(r0, r1, (cp::i64)sx * s_x, (cp::i64)sx1 * s_x, s_c, fx, fy, v);
+        store<T, CN>(dst + db, d_c, v);
     }
 }
