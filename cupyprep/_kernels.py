@@ -24,7 +24,7 @@ __all__ = ["kernel_dir", "read_source", "get_function", "warmup", "KernelCompile
 
 NVRTC_OPTIONS = ("--std=c++17",)
 
-_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
+_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"[ \t]*$', re.MULTILINE)
 
 
 class KernelCompileError(RuntimeError):

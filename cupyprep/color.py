@@ -55,7 +55,7 @@ def to_gray(img, *, order="bgr", out=None):
     """``HWC`` / ``NHWC`` color (3 or 4 channels, in ``order``) to ``HW`` / ``NHW`` gray.
 
     ``cv2.cvtColor`` with ``COLOR_BGR2GRAY`` / ``COLOR_RGB2GRAY`` (or the BGRA/RGBA
-    codes): ``Y = 0.299 R + 0.587 G + 0.114 B``; uint8 and uint16 use OpenCV's 14-bit fixed
+    codes): ``Y = 0.299 R + 0.587 G + 0.114 B``; uint8 and uint16 use OpenCV's 15-bit fixed
     point and are equal to it.
     """
     call, arr, dtype, geo = _color_input(img)

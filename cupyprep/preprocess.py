@@ -14,7 +14,7 @@ __all__ = ["preprocess", "PreprocessMeta", "MODES"]
 MODES = ("letterbox", "stretch", "center_crop", "letterbox_top_left")
 PREPROCESS_DTYPES = (np.uint8, np.uint16, np.float16, np.float32)
 OUT_DTYPES = ("float32", "float16", "uint8")
-_KERNEL_INTERPOLATIONS = ("nearest", "linear")
+_KERNEL_INTERPOLATIONS = ("nearest", "linear", "cubic")
 
 
 def _expr(interpolation, in_dtype, out_dtype, cn, swap_rb, ragged):
@@ -365,8 +365,8 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
             d_n, d_c, d_y, d_x = d
         else:
             d_n, d_y, d_x, d_c = d
-        i64, i32, f32, f64, u64 = np.int64, np.int32, np.float32, np.float64, np.uint64
-        null = u64(0)
+        i64, i32, f32, f64 = np.int64, np.int32, np.float32, np.float64
+        null = None  # a NULL pointer: the uniform kernel reads no per-image tables
         if uniform:
             s_n, s_c, s_y, s_x = geo.strides
             nh, nw, oy, ox = (int(v) for v in plans[0]) if n else (H, W, 0, 0)

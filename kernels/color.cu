@@ -24,7 +24,7 @@ __global__ void cupyprep_swap_rb(const T* __restrict__ src, T* __restrict__ dst,
 }
 
 // To gray, BIDX = index of blue (0: BGR, 2: RGB); a fourth (alpha) channel is ignored.
-// Integers: OpenCV's fixed point, Y = (B*1868 + G*9617 + R*4899 + 2^13) >> 14.
+// Integers: OpenCV's fixed point, Y = (B*3735 + G*19235 + R*9798 + 2^14) >> 15.
 // Floats: B*0.114 + G*0.587 + R*0.299 in float32, in channel order, not contracted.
 template <typename T, int SCN, int BIDX>
 __global__ void cupyprep_to_gray(const T* __restrict__ src, T* __restrict__ dst, int h, int w,
@@ -39,10 +39,10 @@ __global__ void cupyprep_to_gray(const T* __restrict__ src, T* __restrict__ dst,
         const T* p = src + n * s_n + y * s_y + (cp::i64)x * s_x;
         T* q = dst + n * d_n + y * d_y + (cp::i64)x * d_x;
         if constexpr (cp::is_integer<T>::value) {
-            const int cw[3] = {BIDX == 0 ? 1868 : 4899, 9617, BIDX == 0 ? 4899 : 1868};
+            const unsigned cw[3] = {BIDX == 0 ? 3735u : 9798u, 19235u, BIDX == 0 ? 9798u : 3735u};
             const unsigned v = (unsigned)p[0] * cw[0] + (unsigned)p[s_c] * cw[1] +
                                (unsigned)p[2 * s_c] * cw[2];
-            *q = (T)((v + (1u << 13)) >> 14);
+            *q = (T)((v + (1u << 14)) >> 15);
         } else {
             const float cw[3] = {BIDX == 0 ? 0.114f : 0.299f, 0.587f, BIDX == 0 ? 0.299f : 0.114f};
             const float v = __fadd_rn(__fadd_rn(__fmul_rn(cp::to_float(p[0]), cw[0]),

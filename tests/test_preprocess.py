@@ -152,8 +152,9 @@ def reference(images, size, **kw):
     opts.update(kw)
     from cupyprep.preprocess import _pad_values
 
-    c = images[0].shape[2] if images[0].ndim == 3 else 1
-    in_dtype = images[0].dtype
+    c = images.shape[-1] if isinstance(images, np.ndarray) and images.ndim == 4 else \
+        (images[0].shape[2] if images[0].ndim == 3 else 1)
+    in_dtype = images.dtype if isinstance(images, np.ndarray) else images[0].dtype
     plans = np.array([plan(i.shape[0], i.shape[1], size, opts["mode"], opts["resize_size"]) for i in images])
     mean = tuple(float(v) for v in np.broadcast_to(0.0 if opts["mean"] is None else opts["mean"], (c,)))
     std = tuple(float(v) for v in np.broadcast_to(1.0 if opts["std"] is None else opts["std"], (c,)))
