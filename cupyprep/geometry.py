@@ -30,6 +30,15 @@ def launch_1d(fn, total, args):
     fn((blocks,), (_BLOCK,), args)
 
 
+def launch_3d(fn, n, h, w, args, block_x=128):
+    """Launch a kernel over an (n, h, w) grid: x across blocks and threads, a row per
+    blockIdx.y, an image per blockIdx.z (the kernel loops past the grid's limits)."""
+    if n <= 0 or h <= 0 or w <= 0:
+        return
+    grid = (min((w + block_x - 1) // block_x, 65535), min(h, 65535), min(n, 65535))
+    fn(grid, (block_x, 1, 1), args)
+
+
 def _resize_expr(interpolation, dtype, cn):
     return f"cupyprep_resize_{interpolation}<{C_TYPES[np.dtype(dtype)]}, {cn}>"
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _arrays, _kernels, _validate, cpu
-from .geometry import C_TYPES, launch_1d
+from .geometry import C_TYPES, launch_3d
 
 __all__ = ["preprocess", "PreprocessMeta", "MODES"]
 
@@ -17,23 +17,38 @@ OUT_DTYPES = ("float32", "float16", "uint8")
 _KERNEL_INTERPOLATIONS = ("nearest", "linear", "cubic")
 
 
-def _expr(interpolation, in_dtype, out_dtype, cn, swap_rb, ragged):
-    t = "true" if swap_rb else "false"
+def _expr(interpolation, in_dtype, out_dtype, cn, dense, ragged, xpt=None):
+    d = "true" if dense else "false"
     r = "true" if ragged else "false"
     return (f"cupyprep_preprocess_{interpolation}<{C_TYPES[np.dtype(in_dtype)]}, "
-            f"{C_TYPES[np.dtype(out_dtype)]}, {cn}, {t}, {r}>")
+            f"{C_TYPES[np.dtype(out_dtype)]}, {cn}, {d}, {r}, {xpt or _X_PER_THREAD}>")
 
 
 def _variants():
     return [
-        _expr(i, d, o, cn, swap, ragged)
+        _expr(i, d, o, cn, dense, ragged)
         for i in _KERNEL_INTERPOLATIONS
         for d in PREPROCESS_DTYPES
         for o in OUT_DTYPES
         for cn in (1, 3, 4)
-        for swap in ((False, True) if cn >= 3 else (False,))
+        for dense in (True, False)
         for ragged in (False, True)
     ]
+
+
+# Launch shape, measured on an H200 with benchmarks/profile.py --sweep: threads per block
+# along x, output rows one thread makes in its columns (their taps computed once for all of
+# them: 1 row costs W1 / W2 36% / 33% more than 8), and adjacent columns per thread (2 or
+# 4 were slower: their stores no longer coalesce).
+_BLOCK_X = 128
+_ROWS_PER_BLOCK = 8
+_X_PER_THREAD = 1
+
+
+def _is_dense(strides, channels):
+    """Pixels contiguous: channel stride 1 and pixel stride = channels (in elements)."""
+    s_x, s_c = strides
+    return (s_c == 1 or channels == 1) and s_x == channels
 
 
 _kernels.register_variants("preprocess", "preprocess.cu", _variants)
@@ -339,7 +354,10 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     scale = _validate.number("scale", scale)
     swap_rb = bool(swap_rb) and c >= 3
     pad = _pad_values(pad_value, c, in_dtype)
-    plans = np.array([plan(h, w, (H, W), mode, resize_size) for h, w in sizes], np.int64).reshape(n, 4)
+    if uniform:  # one geometry for the whole batch
+        plans = np.tile(np.array(plan(geo.h, geo.w, (H, W), mode, resize_size), np.int64), (n, 1))
+    else:
+        plans = np.array([plan(h, w, (H, W), mode, resize_size) for h, w in sizes], np.int64)
     meta = PreprocessMeta(
         orig_size=np.array(sizes, np.int64).reshape(n, 2),
         resized_size=plans[:, :2].copy(),
@@ -369,6 +387,7 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         null = None  # a NULL pointer: the uniform kernel reads no per-image tables
         if uniform:
             s_n, s_c, s_y, s_x = geo.strides
+            dense = _is_dense((s_x, s_c), c)
             nh, nw, oy, ox = (int(v) for v in plans[0]) if n else (H, W, 0, 0)
             tables = (arr, null, null, null, null, i64(s_n), i32(geo.h), i32(geo.w), i32(nh),
                       i32(nw), i32(oy), i32(ox), i64(s_y), i64(s_x), i64(s_c),
@@ -377,7 +396,8 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
             strides = []
             for a in arrays:
                 st = _arrays.element_strides(a, "images")
-                strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [0]))
+                strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [1]))
+            dense = all(_is_dense((st[1], st[2]), c) for st in strides)
             geom = np.concatenate([np.array(sizes, np.int64).reshape(n, 2), plans], axis=1).astype(np.int32)
             # OpenCV's step: 1 / (new / old) in double, not old / new
             scales = 1.0 / (plans[:, :2] / np.array(sizes, np.float64))
@@ -386,11 +406,13 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
                       i64(0), i32(0), i32(0), i32(0), i32(0), i32(0), i32(0), i64(0), i64(0), i64(0),
                       f64(0), f64(0))
         m = [f32(v) for v in mean + (0.0,) * (4 - c)]
-        sd = [f32(v) for v in std + (1.0,) * (4 - c)]
+        sd = [f32(1.0 / v) for v in std + (1.0,) * (4 - c)]
         p = [f32(v) for v in pad + (0.0,) * (4 - c)]
-        total = n * H * W
         fn = _kernels.get_function("preprocess.cu", _expr(interpolation, in_dtype, out_dtype, c,
-                                                          swap_rb, not uniform))
-        launch_1d(fn, total, tables + (dst, i32(H), i32(W), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
-                                       f32(scale), *m, *sd, *p, i64(total)))
+                                                          dense, not uniform))
+        rows = _ROWS_PER_BLOCK
+        launch_3d(fn, n, (H + rows - 1) // rows, (W + _X_PER_THREAD - 1) // _X_PER_THREAD,
+                  tables + (dst, i32(H), i32(W), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
+                            i32(swap_rb), f32(scale), *m, *sd, *p, i32(n), i32(rows)),
+                  block_x=_BLOCK_X)
     return native, meta

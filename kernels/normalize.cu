@@ -1,11 +1,12 @@
-// Normalize: out[c] = (x[src_c] * scale - mean[c]) / std[c], one pass over the image.
+// Normalize: out[c] = (x[src_c] * scale - mean[c]) * (1 / std[c]), one pass over the image.
 //
 // cupyprep_normalize<TIn, TOut, CN, SWAP_RB>: channel order (SWAP_RB reverses the first
 // three channels: BGR <-> RGB, BGRA -> RGBA), the arithmetic, the layout change (both sides
 // are addressed through element strides, so HWC -> CHW is a choice of destination strides)
 // and the output dtype (float32, float16, or uint8 rounded half to even and saturated).
-// The arithmetic is float32 in exactly this order, never contracted, so a float32 NumPy
-// evaluation of the same formula gives the same bits.
+// The arithmetic is float32 in exactly this order, never contracted (1 / std is rounded to
+// float32 once on the host: a multiply is a fraction of a division's cost), so a float32
+// NumPy evaluation of the same formula gives the same bits.
 #include "common.cuh"
 
 template <typename TIn, typename TOut, int CN, bool SWAP_RB>
@@ -16,7 +17,7 @@ __global__ void cupyprep_normalize(const TIn* __restrict__ src, TOut* __restrict
                                    float m3, float sd0, float sd1, float sd2, float sd3,
                                    cp::i64 total) {
     const float mean[4] = {m0, m1, m2, m3};
-    const float sd[4] = {sd0, sd1, sd2, sd3};
+    const float inv_std[4] = {sd0, sd1, sd2, sd3};  // 1 / std, rounded once on the host
     const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
     for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
         const int x = (int)(i % w);
@@ -31,7 +32,7 @@ __global__ void cupyprep_normalize(const TIn* __restrict__ src, TOut* __restrict
 #pragma unroll
         for (int c = 0; c < CN; ++c) {
             const int k = (SWAP_RB && CN >= 3 && c < 3) ? 2 - c : c;
-            const float o = __fdiv_rn(__fsub_rn(__fmul_rn(v[k], scale), mean[c]), sd[c]);
+            const float o = __fmul_rn(__fsub_rn(__fmul_rn(v[k], scale), mean[c]), inv_std[c]);
             q[c * d_c] = cp::from_float<TOut>(o);
         }
     }

@@ -69,16 +69,16 @@ __device__ __forceinline__ void store(T* dst, cp::i64 d_c, const T (&v)[CN]) {
     }
 
 // INTER_NEAREST: sx = min(floor(dx * scale_x), sw - 1).
-CUPYPREP_RESIZE_KERNEL(nearest, (cp::sample_nearest<T, CN>(src + sb, s_y, s_x, s_c, sh, sw, dy,
-                                                          dx, scale_y, scale_x, v)))
+CUPYPREP_RESIZE_KERNEL(nearest, (cp::sample<T, CN, cp::INTERP_NEAREST>(
+                                    src + sb, s_y, s_x, s_c, sh, sw, dw, dy, dx, scale_y, scale_x, v)))
 // INTER_LINEAR (sampling.cuh: OpenCV's fixed point for uint8, its float order otherwise,
 // and its switch to the area fast path at an exact factor of 2).
-CUPYPREP_RESIZE_KERNEL(linear, (cp::sample_linear<T, CN>(src + sb, s_y, s_x, s_c, sh, sw, dy,
-                                                        dx, scale_y, scale_x, v)))
+CUPYPREP_RESIZE_KERNEL(linear, (cp::sample<T, CN, cp::INTERP_LINEAR>(
+                                   src + sb, s_y, s_x, s_c, sh, sw, dw, dy, dx, scale_y, scale_x, v)))
 // INTER_CUBIC (sampling.cuh). CN is the channel count OpenCV sees (1 for planes), so the
 // destination row OpenCV splits into SIMD body and scalar tail is dw * CN long.
-CUPYPREP_RESIZE_KERNEL(cubic, (cp::sample_cubic<T, CN>(src + sb, s_y, s_x, s_c, sh, sw, dy, dx,
-                                                      scale_y, scale_x, (cp::i64)dw * CN, v)))
+CUPYPREP_RESIZE_KERNEL(cubic, (cp::sample<T, CN, cp::INTERP_CUBIC>(
+                                  src + sb, s_y, s_x, s_c, sh, sw, dw, dy, dx, scale_y, scale_x, v)))
 
 // Area: OpenCV's INTER_AREA, which is three algorithms; the host picks one kernel per call
 // the way OpenCV picks (from scale_x, scale_y alone), so a profile shows which ran.
@@ -234,11 +234,22 @@ __global__ void cupyprep_resize_area_up(CUPYPREP_RESIZE_PARAMS, double inv_y, do
         area_up_coord(dx, scale_x, inv_x, sx, fx);
         area_up_coord(dy, scale_y, inv_y, sy, fy);
         if (sx >= sw - 1) { sx = sw - 1; fx = 0.f; }
-        const int sx1 = min(sx + 1, sw - 1);
-        const T* r0 = src + sb + cp::clamp_index(sy, 0, sh - 1) * s_y;
-        const T* r1 = src + sb + cp::clamp_index(sy + 1, 0, sh - 1) * s_y;
+        cp::Taps tx, ty;
+        tx.off[0] = (cp::i64)sx * s_x;
+        tx.off[1] = (cp::i64)min(sx + 1, sw - 1) * s_x;
+        ty.off[0] = (cp::i64)cp::clamp_index(sy, 0, sh - 1) * s_y;
+        ty.off[1] = (cp::i64)cp::clamp_index(sy + 1, 0, sh - 1) * s_y;
+        tx.w[0] = __fsub_rn(1.f, fx);
+        tx.w[1] = fx;
+        ty.w[0] = __fsub_rn(1.f, fy);
+        ty.w[1] = fy;
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            tx.iw[k] = __float2int_rn(__fmul_rn(tx.w[k], 2048.f));
+            ty.iw[k] = __float2int_rn(__fmul_rn(ty.w[k], 2048.f));
+        }
         T v[CN];
-        cp::linear_blend<T, CN>(r0, r1, (cp::i64)sx * s_x, (cp::i64)sx1 * s_x, s_c, fx, fy, v);
+        cp::linear_blend<T, CN>(src + sb, s_c, tx, ty, v);
         store<T, CN>(dst + db, d_c, v);
     }
 }

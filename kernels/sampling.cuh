@@ -1,68 +1,241 @@
-// Resampling of one destination pixel with cv2.resize semantics, shared by resize.cu and
-// preprocess.cu so both give the same bits. Each sampler reads an image addressed by
-// element strides (s_y, s_x, s_c) and writes CN values rounded to the image's own type T,
-// exactly what cv2.resize stores.
+// Resampling with cv2.resize semantics, shared by resize.cu and preprocess.cu so both give
+// the same bits. Every interpolation is split the way OpenCV splits it: taps along x
+// (source columns, weights) and taps along y (source rows, weights) that depend on one
+// coordinate each, then a blend of the taps. Kernels that produce many pixels of one row
+// or column compute the taps of that axis once; `sample_<interpolation>` does one pixel.
+// The image is addressed by element strides (s_y, s_x, s_c); results are CN values of the
+// image's own type T, rounded exactly as cv2.resize stores them.
 #pragma once
 #include "common.cuh"
 
 namespace cp {
 
-// OpenCV's linear source coordinate: computed in double, rounded to float, split into an
-// integer part (floor) and a float fraction.
+enum { INTERP_NEAREST = 0, INTERP_LINEAR = 1, INTERP_CUBIC = 2 };
+
+// Taps along one axis: up to four source indices (columns already times s_x), their
+// float weights and, for uint8, OpenCV's fixed-point weights rint(w * 2048). Along x,
+// `body` is how many of the pixel's CN elements fall in OpenCV's SIMD body (cubic).
+struct Taps {
+    i64 off[4];
+    float w[4];
+    int iw[4];
+    int body;
+};
+
+// OpenCV's linear source coordinate: (d + 0.5) * scale - 0.5 in double (product and sum
+// rounded apart, as OpenCV's x86 build computes them), rounded to float, split into floor
+// and fraction.
 __device__ __forceinline__ void linear_coord(int d, double scale, int& s, float& f) {
-    float fs = (float)((d + 0.5) * scale - 0.5);
+    const float fs = (float)__dadd_rn(__dmul_rn(d + 0.5, scale), -0.5);
     s = __float2int_rd(fs);
     f = __fsub_rn(fs, (float)s);
 }
 
-// INTER_NEAREST: s = min(floor(d * scale), size - 1).
-template <typename T, int CN>
-__device__ __forceinline__ void sample_nearest(const T* __restrict__ img, i64 s_y, i64 s_x,
-                                               i64 s_c, int sh, int sw, int dy, int dx,
-                                               double scale_y, double scale_x, T (&out)[CN]) {
-    const int sy = min(__double2int_rd(dy * scale_y), sh - 1);
-    const int sx = min(__double2int_rd(dx * scale_x), sw - 1);
-    const T* p = img + sy * s_y + (i64)sx * s_x;
-#pragma unroll
-    for (int c = 0; c < CN; ++c) out[c] = p[c * s_c];
+// OpenCV's cubic source coordinate: as linear_coord, with the double product and sum kept
+// apart (OpenCV's x86 build has no FMA, and a fused result can round to another float).
+__device__ __forceinline__ void cubic_coord(int d, double scale, int& s, float& t) {
+    const float fs = (float)__dadd_rn(__dmul_rn(d + 0.5, scale), -0.5);
+    s = __float2int_rd(fs);
+    t = __fsub_rn(fs, (float)s);
 }
 
-// The blend of two rows at columns x0 / x1 (element offsets) with fractions (fx, fy), as
-// OpenCV's linear resize computes it. Horizontally OpenCV clamps the fraction to 0 at the
-// edges (the caller does); vertically only row indices are clamped.
-//
-// uint8 reproduces OpenCV's fixed point bit for bit: weights rint(w * 2048); a horizontal
-// pass in int32; the vertical pass as its SIMD path computes it,
-// ((S0 >> 4) * b0 >> 16) + ((S1 >> 4) * b1 >> 16), then (t + 2) >> 2, saturated.
-// Other types compute in float32 with OpenCV's operation order (two products, then the
-// sum), never contracted to FMA, and round to nearest on store.
-template <typename T, int CN>
-__device__ __forceinline__ void linear_blend(const T* r0, const T* r1, i64 x0, i64 x1, i64 s_c,
-                                             float fx, float fy, T (&out)[CN]) {
-    const float ax0 = __fsub_rn(1.f, fx), ay0 = __fsub_rn(1.f, fy);
-    if constexpr (sizeof(T) == 1) {
-        const int a0 = __float2int_rn(__fmul_rn(ax0, 2048.f));
-        const int a1 = __float2int_rn(__fmul_rn(fx, 2048.f));
-        const int b0 = __float2int_rn(__fmul_rn(ay0, 2048.f));
-        const int b1 = __float2int_rn(__fmul_rn(fy, 2048.f));
-#pragma unroll
-        for (int c = 0; c < CN; ++c) {
-            const i64 o = c * s_c;
-            const int S0 = (int)r0[x0 + o] * a0 + (int)r0[x1 + o] * a1;
-            const int S1 = (int)r1[x0 + o] * a0 + (int)r1[x1 + o] * a1;
-            const int t = (((S0 >> 4) * b0) >> 16) + (((S1 >> 4) * b1) >> 16);
-            out[c] = saturate_u8((t + 2) >> 2);
-        }
+// OpenCV's interpolateCubic with A = -0.75, in float32 and in its order: the last weight
+// is 1 minus the others, so the four sum to exactly 1 as OpenCV's do.
+__device__ __forceinline__ void cubic_weights(float t, float w[4]) {
+    const float x1 = __fadd_rn(t, 1.f), u = __fsub_rn(1.f, t);
+    // ((A*x - 5A)*x + 8A)*x - 4A at x = t + 1
+    w[0] = __fadd_rn(
+        __fmul_rn(__fsub_rn(__fmul_rn(__fadd_rn(__fmul_rn(-0.75f, x1), 3.75f), x1), 6.f), x1),
+        3.f);
+    // ((A + 2)*x - (A + 3))*x*x + 1 at x = t and at x = 1 - t
+    w[1] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(__fmul_rn(1.25f, t), 2.25f), t), t), 1.f);
+    w[2] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(__fmul_rn(1.25f, u), 2.25f), u), u), 1.f);
+    w[3] = __fsub_rn(__fsub_rn(__fsub_rn(1.f, w[0]), w[1]), w[2]);
+}
+
+// INTER_NEAREST: s = min(floor(d * scale), size - 1).
+__device__ __forceinline__ Taps nearest_taps(int d, double scale, int size, i64 stride) {
+    Taps t;
+    t.off[0] = (i64)min(__double2int_rd(__dmul_rn((double)d, scale)), size - 1) * stride;
+    t.w[0] = 1.f;
+    t.iw[0] = 0;
+    t.body = 0;
+    return t;
+}
+
+// INTER_LINEAR. Along x the fraction is clamped to 0 at the edges (OpenCV clamps sx and
+// sets fx = 0 there); along y only the row indices are clamped and the weights keep their
+// fraction, as OpenCV does.
+__device__ __forceinline__ Taps linear_taps(int d, double scale, int size, i64 stride,
+                                            bool clamp_fraction) {
+    int s;
+    float f;
+    linear_coord(d, scale, s, f);
+    int s1;
+    if (clamp_fraction) {
+        if (s < 0) { s = 0; f = 0.f; }
+        if (s >= size - 1) { s = size - 1; f = 0.f; }
+        s1 = min(s + 1, size - 1);
     } else {
+        s1 = clamp_index(s + 1, 0, size - 1);
+        s = clamp_index(s, 0, size - 1);
+    }
+    Taps t;
+    t.off[0] = (i64)s * stride;
+    t.off[1] = (i64)s1 * stride;
+    t.w[0] = __fsub_rn(1.f, f);
+    t.w[1] = f;
+    t.iw[0] = __float2int_rn(__fmul_rn(t.w[0], 2048.f));
+    t.iw[1] = __float2int_rn(__fmul_rn(f, 2048.f));
+    t.body = 0;
+    return t;
+}
+
+// INTER_CUBIC taps: neither the weights nor s change at the edges; only the tap indices
+// are clamped. Along x, `body` counts the elements of this pixel (e = d * CN + c) inside
+// OpenCV's vector body, which covers the first (row_elems / L) * L elements of a row
+// (L = 8 lanes for uint8 / uint16, 4 for floats; row_elems = dst_w * CN).
+template <typename T, int CN>
+__device__ __forceinline__ Taps cubic_taps(int d, double scale, int size, i64 stride,
+                                           i64 row_elems) {
+    int s;
+    float f;
+    cubic_coord(d, scale, s, f);
+    Taps t;
+    cubic_weights(f, t.w);
 #pragma unroll
-        for (int c = 0; c < CN; ++c) {
-            const i64 o = c * s_c;
-            const float S0 = __fadd_rn(__fmul_rn(to_float(r0[x0 + o]), ax0),
-                                       __fmul_rn(to_float(r0[x1 + o]), fx));
-            const float S1 = __fadd_rn(__fmul_rn(to_float(r1[x0 + o]), ax0),
-                                       __fmul_rn(to_float(r1[x1 + o]), fx));
-            out[c] = from_float<T>(__fadd_rn(__fmul_rn(S0, ay0), __fmul_rn(S1, fy)));
+    for (int k = 0; k < 4; ++k) {
+        t.off[k] = (i64)clamp_index(s - 1 + k, 0, size - 1) * stride;
+        t.iw[k] = __float2int_rn(__fmul_rn(t.w[k], 2048.f));
+    }
+    constexpr int lanes = is_integer<T>::value ? 8 : 4;
+    const i64 body_end = row_elems / lanes * lanes;
+    const i64 e0 = (i64)d * CN;
+    t.body = (int)(body_end <= e0 ? 0 : (body_end - e0 >= CN ? CN : body_end - e0));
+    return t;
+}
+
+template <typename T, int CN, int INTERP>
+__device__ __forceinline__ Taps x_taps(int dx, double scale, int sw, i64 s_x, int dw) {
+    if constexpr (INTERP == INTERP_NEAREST) return nearest_taps(dx, scale, sw, s_x);
+    else if constexpr (INTERP == INTERP_LINEAR) return linear_taps(dx, scale, sw, s_x, true);
+    else return cubic_taps<T, CN>(dx, scale, sw, s_x, (i64)dw * CN);
+}
+
+template <typename T, int CN, int INTERP>
+__device__ __forceinline__ Taps y_taps(int dy, double scale, int sh, i64 s_y) {
+    if constexpr (INTERP == INTERP_NEAREST) return nearest_taps(dy, scale, sh, s_y);
+    else if constexpr (INTERP == INTERP_LINEAR) return linear_taps(dy, scale, sh, s_y, false);
+    else return cubic_taps<T, 1>(dy, scale, sh, s_y, 0);
+}
+
+// Linear blend, as OpenCV computes it. uint8 reproduces its fixed point bit for bit: a
+// horizontal pass in int32, then the vertical pass as its SIMD path computes it,
+// ((S0 >> 4) * b0 >> 16) + ((S1 >> 4) * b1 >> 16), then (t + 2) >> 2, saturated. Other
+// types: float32 in OpenCV's order (two products, then the sum), never contracted to FMA,
+// rounded to nearest on store.
+template <typename T, int CN>
+__device__ __forceinline__ void linear_blend(const T* __restrict__ img, i64 s_c, const Taps& tx,
+                                             const Taps& ty, T (&out)[CN]) {
+    const T* r0 = img + ty.off[0];
+    const T* r1 = img + ty.off[1];
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+        const i64 o = c * s_c;
+        const T p00 = r0[tx.off[0] + o], p01 = r0[tx.off[1] + o];
+        const T p10 = r1[tx.off[0] + o], p11 = r1[tx.off[1] + o];
+        if constexpr (sizeof(T) == 1) {
+            const int S0 = (int)p00 * tx.iw[0] + (int)p01 * tx.iw[1];
+            const int S1 = (int)p10 * tx.iw[0] + (int)p11 * tx.iw[1];
+            const int t = (((S0 >> 4) * ty.iw[0]) >> 16) + (((S1 >> 4) * ty.iw[1]) >> 16);
+            out[c] = saturate_u8((t + 2) >> 2);
+        } else {
+            const float S0 = __fadd_rn(__fmul_rn(to_float(p00), tx.w[0]),
+                                       __fmul_rn(to_float(p01), tx.w[1]));
+            const float S1 = __fadd_rn(__fmul_rn(to_float(p10), tx.w[0]),
+                                       __fmul_rn(to_float(p11), tx.w[1]));
+            out[c] = from_float<T>(__fadd_rn(__fmul_rn(S0, ty.w[0]), __fmul_rn(S1, ty.w[1])));
         }
+    }
+}
+
+// INTER_CUBIC (Keys, A = -0.75) on a 4x4 neighbourhood, replicate border.
+// Unlike linear, neither the taps' weights nor sx / sy change at the edges; only the tap
+// indices are clamped.
+//
+// OpenCV computes a horizontal pass per source row, then a vertical pass whose arithmetic
+// differs between its SIMD body and its scalar tail. Which one an element takes depends
+// only on its index e = dx * CN + c in the destination row: the body covers the first
+// (dw * CN / L) * L elements (L = 8 lanes for uint8 / uint16, 4 for float32), so the split
+// is reproduced per element. CN is the channel count OpenCV sees (1 for planes).
+//   uint8: weights rint(w * 2048); horizontal sums in int32; body: float32
+//          h0*b0 + (h1*b1 + (h2*b2 + h3*b3)) with b = weight * 2^-22, rounded; tail: int32
+//          (sum h*weight + 2^21) >> 22. Both saturate.
+//   others: float32, horizontal ((p0*a0 + p1*a1) + p2*a2) + p3*a3; vertical in the body's
+//          order h0*b0 + (h1*b1 + (h2*b2 + h3*b3)), in the tail's ((h0*b0 + h1*b1) + h2*b2)
+//          + h3*b3; rounded to nearest on store. float16 is OpenCV's float32 resize rounded.
+template <typename T, int CN>
+__device__ __forceinline__ void cubic_blend(const T* __restrict__ img, i64 s_c, const Taps& tx,
+                                            const Taps& ty, T (&out)[CN]) {
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+        const i64 o = c * s_c;
+        const bool body = c < tx.body;
+        if constexpr (sizeof(T) == 1) {
+            int h[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const T* r = img + ty.off[k] + o;
+                h[k] = (int)r[tx.off[0]] * tx.iw[0] + (int)r[tx.off[1]] * tx.iw[1] +
+                       (int)r[tx.off[2]] * tx.iw[2] + (int)r[tx.off[3]] * tx.iw[3];
+            }
+            if (body) {
+                float acc = __fmul_rn((float)h[3], __fmul_rn((float)ty.iw[3], 1.f / 4194304.f));
+#pragma unroll
+                for (int k = 2; k >= 0; --k)
+                    acc = __fadd_rn(
+                        __fmul_rn((float)h[k], __fmul_rn((float)ty.iw[k], 1.f / 4194304.f)), acc);
+                out[c] = from_float<T>(acc);
+            } else {
+                const int sum = h[0] * ty.iw[0] + h[1] * ty.iw[1] + h[2] * ty.iw[2] + h[3] * ty.iw[3];
+                out[c] = saturate_u8((sum + (1 << 21)) >> 22);
+            }
+        } else {
+            float h[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const T* r = img + ty.off[k] + o;
+                float v = __fmul_rn(to_float(r[tx.off[0]]), tx.w[0]);
+#pragma unroll
+                for (int j = 1; j < 4; ++j) v = __fadd_rn(v, __fmul_rn(to_float(r[tx.off[j]]), tx.w[j]));
+                h[k] = v;
+            }
+            float acc;
+            if (body) {
+                acc = __fmul_rn(h[3], ty.w[3]);
+#pragma unroll
+                for (int k = 2; k >= 0; --k) acc = __fadd_rn(__fmul_rn(h[k], ty.w[k]), acc);
+            } else {
+                acc = __fmul_rn(h[0], ty.w[0]);
+#pragma unroll
+                for (int k = 1; k < 4; ++k) acc = __fadd_rn(acc, __fmul_rn(h[k], ty.w[k]));
+            }
+            out[c] = from_float<T>(acc);
+        }
+    }
+}
+
+template <typename T, int CN, int INTERP>
+__device__ __forceinline__ void blend(const T* __restrict__ img, i64 s_c, const Taps& tx,
+                                      const Taps& ty, T (&out)[CN]) {
+    if constexpr (INTERP == INTERP_NEAREST) {
+        const T* p = img + ty.off[0] + tx.off[0];
+#pragma unroll
+        for (int c = 0; c < CN; ++c) out[c] = p[c * s_c];
+    } else if constexpr (INTERP == INTERP_LINEAR) {
+        linear_blend<T, CN>(img, s_c, tx, ty, out);
+    } else {
+        cubic_blend<T, CN>(img, s_c, tx, ty, out);
     }
 }
 
@@ -127,147 +300,32 @@ __device__ __forceinline__ void sample_area_partial(const T* __restrict__ img, i
     }
 }
 
-// INTER_LINEAR, with OpenCV's switch to the area fast path at an exact factor of 2 on
-// both axes (scale == 2 exactly: cv2.resize's |scale - 2| < DBL_EPSILON).
+// cv2.resize runs INTER_LINEAR at an exact factor of 2 on both axes as INTER_AREA's cell
+// mean (|scale - 2| < DBL_EPSILON, that is scale == 2 exactly); sizes from cv2compat's
+// fx = fy = 0.5 can leave a last row / column of cut cells.
 template <typename T, int CN>
-__device__ __forceinline__ void sample_linear(const T* __restrict__ img, i64 s_y, i64 s_x,
-                                              i64 s_c, int sh, int sw, int dy, int dx,
-                                              double scale_y, double scale_x, T (&out)[CN]) {
-    if (scale_y == 2.0 && scale_x == 2.0) {
-        // sizes from cv2compat's fx = fy = 0.5 can leave a last row / column of cut cells
-        const int row_cells = 2 * dy + 2 <= sh ? sw / 2 : 0;
-        if (dx < row_cells)
-            sample_area_2x2<T, CN>(img, s_y, s_x, s_c, dy, dx, row_cells, out);
-        else
-            sample_area_partial<T, CN>(img, s_y, s_x, s_c, sh, sw, 2 * dy, 2 * dx, 2, 2, out);
+__device__ __forceinline__ void sample_linear_2x(const T* __restrict__ img, i64 s_y, i64 s_x,
+                                                 i64 s_c, int sh, int sw, int dy, int dx,
+                                                 T (&out)[CN]) {
+    const int row_cells = 2 * dy + 2 <= sh ? sw / 2 : 0;
+    if (dx < row_cells)
+        sample_area_2x2<T, CN>(img, s_y, s_x, s_c, dy, dx, row_cells, out);
+    else
+        sample_area_partial<T, CN>(img, s_y, s_x, s_c, sh, sw, 2 * dy, 2 * dx, 2, 2, out);
+}
+
+// One destination pixel (dy, dx) of a dh x dw resize (dh is not needed).
+template <typename T, int CN, int INTERP>
+__device__ __forceinline__ void sample(const T* __restrict__ img, i64 s_y, i64 s_x, i64 s_c,
+                                       int sh, int sw, int dw, int dy, int dx, double scale_y,
+                                       double scale_x, T (&out)[CN]) {
+    if (INTERP == INTERP_LINEAR && scale_y == 2.0 && scale_x == 2.0) {
+        sample_linear_2x<T, CN>(img, s_y, s_x, s_c, sh, sw, dy, dx, out);
         return;
     }
-    int sx, sy;
-    float fx, fy;
-    linear_coord(dx, scale_x, sx, fx);
-    linear_coord(dy, scale_y, sy, fy);
-    if (sx < 0) { sx = 0; fx = 0.f; }
-    if (sx >= sw - 1) { sx = sw - 1; fx = 0.f; }
-    const int sx1 = min(sx + 1, sw - 1);
-    linear_blend<T, CN>(img + clamp_index(sy, 0, sh - 1) * s_y,
-                        img + clamp_index(sy + 1, 0, sh - 1) * s_y, (i64)sx * s_x,
-                        (i64)sx1 * s_x, s_c, fx, fy, out);
-}
-
-// OpenCV's cubic source coordinate: as linear_coord, with the double product and sum kept
-// apart (OpenCV's x86 build has no FMA, and a fused result can round to another float).
-__device__ __forceinline__ void cubic_coord(int d, double scale, int& s, float& t) {
-    const float fs = (float)__dadd_rn(__dmul_rn(d + 0.5, scale), -0.5);
-    s = __float2int_rd(fs);
-    t = __fsub_rn(fs, (float)s);
-}
-
-// OpenCV's interpolateCubic with A = -0.75, in float32 and in its order: the last weight
-// is 1 minus the others, so the four sum to exactly 1 as OpenCV's do.
-__device__ __forceinline__ void cubic_weights(float t, float w[4]) {
-    const float x1 = __fadd_rn(t, 1.f), u = __fsub_rn(1.f, t);
-    // ((A*x - 5A)*x + 8A)*x - 4A at x = t + 1
-    w[0] = __fadd_rn(
-        __fmul_rn(__fsub_rn(__fmul_rn(__fadd_rn(__fmul_rn(-0.75f, x1), 3.75f), x1), 6.f), x1),
-        3.f);
-    // ((A + 2)*x - (A + 3))*x*x + 1 at x = t and at x = 1 - t
-    w[1] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(__fmul_rn(1.25f, t), 2.25f), t), t), 1.f);
-    w[2] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(__fmul_rn(1.25f, u), 2.25f), u), u), 1.f);
-    w[3] = __fsub_rn(__fsub_rn(__fsub_rn(1.f, w[0]), w[1]), w[2]);
-}
-
-// INTER_CUBIC (Keys, A = -0.75) on a 4x4 neighbourhood, replicate border.
-// Unlike linear, neither the taps' weights nor sx / sy change at the edges; only the tap
-// indices are clamped.
-//
-// OpenCV computes a horizontal pass per source row, then a vertical pass whose arithmetic
-// differs between its SIMD body and its scalar tail. Which one an element takes depends
-// only on its index e = dx * CN + c in the destination row: the body covers the first
-// (dw * CN / L) * L elements (L = 8 lanes for uint8 / uint16, 4 for float32), so the split
-// is reproduced per element. CN is the channel count OpenCV sees (1 for planes).
-//   uint8: weights rint(w * 2048); horizontal sums in int32; body: float32
-//          h0*b0 + (h1*b1 + (h2*b2 + h3*b3)) with b = weight * 2^-22, rounded; tail: int32
-//          (sum h*weight + 2^21) >> 22. Both saturate.
-//   others: float32, horizontal ((p0*a0 + p1*a1) + p2*a2) + p3*a3; vertical in the body's
-//          order h0*b0 + (h1*b1 + (h2*b2 + h3*b3)), in the tail's ((h0*b0 + h1*b1) + h2*b2)
-//          + h3*b3; rounded to nearest on store. float16 is OpenCV's float32 resize rounded.
-// row_elems = dst_w * CN of the image OpenCV resizes (its destination row length).
-template <typename T, int CN>
-__device__ __forceinline__ void sample_cubic(const T* __restrict__ img, i64 s_y, i64 s_x,
-                                             i64 s_c, int sh, int sw, int dy, int dx,
-                                             double scale_y, double scale_x, i64 row_elems,
-                                             T (&out)[CN]) {
-    constexpr int lanes = is_integer<T>::value ? 8 : 4;
-    const i64 body_end = row_elems / lanes * lanes;
-    int sx, sy;
-    float tx, ty, ax[4], ay[4];
-    cubic_coord(dx, scale_x, sx, tx);
-    cubic_coord(dy, scale_y, sy, ty);
-    cubic_weights(tx, ax);
-    cubic_weights(ty, ay);
-    i64 xo[4];
-    const T* rows[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        xo[k] = (i64)clamp_index(sx - 1 + k, 0, sw - 1) * s_x;
-        rows[k] = img + clamp_index(sy - 1 + k, 0, sh - 1) * s_y;
-    }
-    const i64 e0 = (i64)dx * CN;
-    if constexpr (sizeof(T) == 1) {
-        int ia[4], ib[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            ia[k] = __float2int_rn(__fmul_rn(ax[k], 2048.f));
-            ib[k] = __float2int_rn(__fmul_rn(ay[k], 2048.f));
-        }
-#pragma unroll
-        for (int c = 0; c < CN; ++c) {
-            const i64 o = c * s_c;
-            int h[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const T* r = rows[k] + o;
-                h[k] = (int)r[xo[0]] * ia[0] + (int)r[xo[1]] * ia[1] + (int)r[xo[2]] * ia[2] +
-                       (int)r[xo[3]] * ia[3];
-            }
-            if (e0 + c < body_end) {
-                float acc = __fmul_rn((float)h[3], __fmul_rn((float)ib[3], 1.f / 4194304.f));
-#pragma unroll
-                for (int k = 2; k >= 0; --k)
-                    acc = __fadd_rn(
-                        __fmul_rn((float)h[k], __fmul_rn((float)ib[k], 1.f / 4194304.f)), acc);
-                out[c] = from_float<T>(acc);
-            } else {
-                const int sum = h[0] * ib[0] + h[1] * ib[1] + h[2] * ib[2] + h[3] * ib[3];
-                out[c] = saturate_u8((sum + (1 << 21)) >> 22);
-            }
-        }
-    } else {
-#pragma unroll
-        for (int c = 0; c < CN; ++c) {
-            const i64 o = c * s_c;
-            float h[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const T* r = rows[k] + o;
-                float v = __fmul_rn(to_float(r[xo[0]]), ax[0]);
-#pragma unroll
-                for (int j = 1; j < 4; ++j) v = __fadd_rn(v, __fmul_rn(to_float(r[xo[j]]), ax[j]));
-                h[k] = v;
-            }
-            float acc;
-            if (e0 + c < body_end) {
-                acc = __fmul_rn(h[3], ay[3]);
-#pragma unroll
-                for (int k = 2; k >= 0; --k) acc = __fadd_rn(__fmul_rn(h[k], ay[k]), acc);
-            } else {
-                acc = __fmul_rn(h[0], ay[0]);
-#pragma unroll
-                for (int k = 1; k < 4; ++k) acc = __fadd_rn(acc, __fmul_rn(h[k], ay[k]));
-            }
-            out[c] = from_float<T>(acc);
-        }
-    }
+    const Taps tx = x_taps<T, CN, INTERP>(dx, scale_x, sw, s_x, dw);
+    const Taps ty = y_taps<T, CN, INTERP>(dy, scale_y, sh, s_y);
+    blend<T, CN, INTERP>(img, s_c, tx, ty, out);
 }
 
 }  // namespace cp

@@ -12,9 +12,9 @@ def normalize(img, mean, std, scale, swap_rb, channels_last_out, dtype):
         x = x[..., order]
     x = x.astype(np.float32)
     mean = np.asarray(mean, np.float32)
-    std = np.asarray(std, np.float32)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        y = (x * np.float32(scale) - mean) / std
+    inv_std = (1.0 / np.asarray(std, np.float64)).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = (x * np.float32(scale) - mean) * inv_std
     y = cast(y, dtype)
     if img.ndim == 2:
         return y[:, :, 0]

@@ -1,0 +1,56 @@
+"""Developer tools for the fused preprocessing kernel.
+
+    python -m benchmarks.profile            # run W1 / W2 a few times (for ncu)
+    python -m benchmarks.profile --sweep    # time launch shapes (threads along x, rows per thread)
+
+    ncu --clock-control none -k regex:cupyprep_preprocess python -m benchmarks.profile
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+
+import torch
+
+import cupyprep
+
+from ._timing import time_cuda
+
+pp_module = importlib.import_module("cupyprep.preprocess")  # the module, not the function
+
+
+def workloads():
+    w1 = torch.randint(0, 256, (32, 1080, 1920, 3), dtype=torch.uint8, device="cuda")
+    w2 = torch.randint(0, 256, (256, 480, 640, 3), dtype=torch.uint8, device="cuda")
+    out1 = torch.empty((32, 3, 640, 640), device="cuda")
+    out2 = torch.empty((256, 3, 224, 224), dtype=torch.float16, device="cuda")
+    return {
+        "W1": lambda i: cupyprep.preprocess(w1, (640, 640), out=out1),
+        "W2": lambda i: cupyprep.preprocess(w2, (224, 224), mode="stretch", mean=cupyprep.IMAGENET_MEAN,
+                                            std=cupyprep.IMAGENET_STD, swap_rb=False, dtype="float16",
+                                            out=out2),
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile")
+    parser.add_argument("--sweep", action="store_true")
+    args = parser.parse_args(argv)
+    runs = workloads()
+    if not args.sweep:
+        for _ in range(3):
+            for fn in runs.values():
+                fn(0)
+        torch.cuda.synchronize()
+        return
+    print("| columns per thread | block_x | rows | W1 ms | W2 ms |")
+    print("|----|----|----|----|----|")
+    for xpt in (1, 2, 4):
+        for block_x, rows in ((128, 4), (64, 4), (128, 1), (128, 8)):
+            pp_module._X_PER_THREAD, pp_module._BLOCK_X, pp_module._ROWS_PER_BLOCK = xpt, block_x, rows
+            t = {name: time_cuda(fn, 1, warmup=5, repeat=50)["median_ms"] for name, fn in runs.items()}
+            print(f"| {xpt} | {block_x} | {rows} | {t['W1']:.4f} | {t['W2']:.4f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
