@@ -58,3 +58,15 @@ def test_kernel_names_are_prefixed():
 def test_warmup_rejects_unknown_op():
     with pytest.raises(ValueError, match="op"):
         _kernels.warmup("no_such_op")
+
+
+@pytest.mark.gpu
+def test_gpu_warmup_and_compile_error():
+    import cupy
+
+    assert _kernels.warmup("color") == len(_kernels.variants("color"))
+    device = cupy.cuda.runtime.getDevice()
+    assert all((device, f, e) in _kernels._cuda_cache for f, e in _kernels.variants("color"))
+    with pytest.raises(_kernels.KernelCompileError) as info:
+        _kernels.get_function("resize.cu", "cupyprep_resize_linear<no_such_type, 3>")
+    assert "resize.cu" in str(info.value) and "no_such_type" in str(info.value)

@@ -1,0 +1,106 @@
+"""Every op runs on the device that holds its input (needs two GPUs; skipped otherwise)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cupyprep
+from conftest import random_image
+
+pytestmark = [pytest.mark.gpu, pytest.mark.multigpu]
+
+
+def _device_count():
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
+if _device_count() < 2:
+    pytestmark.append(pytest.mark.skip(reason="needs two CUDA devices"))
+
+
+def _ops():
+    """(name, call) pairs: each call takes an array on some device, returns a result."""
+    return [
+        ("resize", lambda x: cupyprep.resize(x, (17, 29))),
+        ("resize_cubic", lambda x: cupyprep.resize(x, (40, 50), interpolation="cubic")),
+        ("normalize", lambda x: cupyprep.normalize(x, (0.4, 0.5, 0.6), (0.2, 0.2, 0.2), scale=1 / 255)),
+        ("swap_rb", lambda x: cupyprep.swap_rb(x)),
+        ("to_gray", lambda x: cupyprep.to_gray(x)),
+        ("preprocess", lambda x: cupyprep.preprocess(x, (32, 32))[0]),
+        ("preprocess_ragged", lambda x: cupyprep.preprocess([x[0], x[1, :20]], (32, 32))[0]),
+    ]
+
+
+@pytest.mark.parametrize("name, op", _ops())
+def test_cupy_ops_stay_on_the_input_device(name, op):
+    import cupy
+
+    host = random_image(np.random.default_rng(0), (2, 30, 40, 3), np.uint8)
+    with cupy.cuda.Device(0):
+        ref = cupy.asnumpy(op(cupy.asarray(host)))
+    with cupy.cuda.Device(1):
+        x1 = cupy.asarray(host)
+    # called with device 0 current: the op must still run on device 1, where x1 lives
+    with cupy.cuda.Device(0):
+        out = op(x1)
+    assert out.device.id == 1, name
+    np.testing.assert_array_equal(cupy.asnumpy(out), ref)
+    keys = {k[0] for k in cupyprep._kernels._cuda_cache}
+    assert {0, 1} <= keys  # kernels compiled and cached per device
+
+
+def test_torch_tensors_on_cuda1():
+    torch = pytest.importorskip("torch")
+    host = random_image(np.random.default_rng(1), (2, 30, 40, 3), np.uint8)
+    t0, t1 = torch.from_numpy(host).to("cuda:0"), torch.from_numpy(host).to("cuda:1")
+    stream = torch.cuda.Stream(device="cuda:1")
+    with torch.cuda.device(0), torch.cuda.stream(stream):
+        b1, _ = cupyprep.preprocess(t1, (64, 64))
+    stream.synchronize()
+    b0, _ = cupyprep.preprocess(t0, (64, 64))
+    assert b1.device == torch.device("cuda:1")
+    np.testing.assert_array_equal(b1.cpu().numpy(), b0.cpu().numpy())
+
+
+def test_mixed_devices_are_an_error():
+    import cupy
+
+    host = random_image(np.random.default_rng(2), (30, 40, 3), np.uint8)
+    with cupy.cuda.Device(0):
+        a = cupy.asarray(host)
+    with cupy.cuda.Device(1):
+        b = cupy.asarray(host)
+        out = cupy.empty((10, 10, 3), cupy.uint8)
+    with pytest.raises(ValueError, match="device"):
+        cupyprep.preprocess([a, b], (32, 32))
+    with pytest.raises(ValueError, match="device"):
+        cupyprep.resize(a, (10, 10), out=out)
+
+
+def _shard_worker(rank, host, result_dir):
+    import torch
+
+    import cupyprep as cp
+
+    torch.cuda.set_device(rank)
+    shard = torch.from_numpy(host[rank::2]).to(f"cuda:{rank}")
+    batch, _ = cp.preprocess(shard, (64, 64), mean=cp.IMAGENET_MEAN, std=cp.IMAGENET_STD)
+    np.save(f"{result_dir}/rank{rank}.npy", batch.cpu().numpy())
+
+
+def test_ddp_style_two_processes_equal_one_gpu(tmp_path):
+    torch = pytest.importorskip("torch")
+    import torch.multiprocessing as mp
+
+    host = random_image(np.random.default_rng(3), (6, 48, 64, 3), np.uint8)
+    mp.spawn(_shard_worker, args=(host, str(tmp_path)), nprocs=2, join=True)
+    ref, _ = cupyprep.preprocess(torch.from_numpy(host).cuda(), (64, 64), mean=cupyprep.IMAGENET_MEAN,
+                                 std=cupyprep.IMAGENET_STD)
+    ref = ref.cpu().numpy()
+    for rank in (0, 1):
+        np.testing.assert_array_equal(np.load(tmp_path / f"rank{rank}.npy"), ref[rank::2])
