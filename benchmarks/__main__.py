@@ -6,9 +6,9 @@ import datetime
 import json
 import platform
 
-from . import _timing, w1, w2
+from . import _timing, p1, w1, w2
 
-WORKLOADS = {"W1": w1, "W2": w2}
+WORKLOADS = {"W1": w1, "W2": w2, "P1": p1}
 
 
 class Bench:
@@ -36,6 +36,13 @@ class Bench:
         self.rows.append(row)
         print(f"  {workload} {impl}: {t['median_ms']:.4f} ms ({t['timing']}; eager {t['eager_median_ms']:.4f} ms)", flush=True)
 
+    def _of_rate(self, row):
+        # host-to-device rows compare with the pinned upload rate, device rows with the
+        # device-to-device copy rate
+        if row.get("of_pinned_h2d") is not None:
+            return f"{row['of_pinned_h2d']:.0%} of pinned H2D"
+        return f"{row['bandwidth_TBps'] * 1e12 / self.copy_rate:.0%}"
+
     def table(self):
         lines = ["| id | implementation | device ms, median (p10-p90) | eager ms | vs baseline | floor ms | of copy rate |",
                  "|----|----|----|----|----|----|----|"]
@@ -45,7 +52,7 @@ class Bench:
             lines.append(
                 f"| {row['workload']} | {row['impl']}{'' if row['timing'] == 'graph replay' else ' (eager)'} | {row['median_ms']:.4f} "
                 f"({row['p10_ms']:.4f}-{row['p90_ms']:.4f}) | {row['eager_median_ms']:.4f} | {ratio} | {row['floor_ms']:.4f} | "
-                f"{row['bandwidth_TBps'] * 1e12 / self.copy_rate:.0%} |"
+                f"{self._of_rate(row)} |"
             )
         return "\n".join(lines)
 

@@ -6,8 +6,11 @@ kind out (PyTorch CUDA tensors without a copy). NumPy inputs run on the CPU back
 """
 from ._kernels import KernelCompileError, warmup
 from .color import swap_rb, to_gray
+from .display import show
+from .interop import as_array, from_torch, stream, to_torch, use_torch_allocator
 from .geometry import resize
 from .normalize import IMAGENET_MEAN, IMAGENET_STD, normalize
+from .pipeline import Loader, LoaderMeta
 from .preprocess import PreprocessMeta, preprocess
 
 __version__ = "0.1.0"
@@ -20,6 +23,14 @@ __all__ = [
     "swap_rb",
     "to_gray",
     "warmup",
+    "to_torch",
+    "from_torch",
+    "as_array",
+    "stream",
+    "use_torch_allocator",
+    "Loader",
+    "LoaderMeta",
+    "show",
     "KernelCompileError",
     "IMAGENET_MEAN",
     "IMAGENET_STD",

@@ -6,6 +6,9 @@ torch CUDA tensor in -> kernels on ``torch.cuda.current_stream()``, torch out; i
              outputs cross through DLPack without a copy (outputs are allocated by torch)
 torch CPU tensor in  -> the CPU backend on a zero-copy NumPy view, torch CPU out
 
+Inside :func:`cupyprep.stream` kernels run on the stream given there instead, ordered
+after the work already queued on the stream they would otherwise have used.
+
 Neither CuPy nor torch is imported unless an input needs it, so ``import cupyprep`` works
 on a machine with neither. Under :func:`cupyprep.testing.emulate`, NumPy arrays take the
 kernel path with NumPy standing in for device memory.
@@ -14,12 +17,90 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 
 import numpy as np
 
 from . import _kernels
 
-__all__ = ["prepare", "Prepared"]
+__all__ = ["prepare", "Prepared", "StreamChoice", "chosen_stream", "choose_stream", "cupy_stream"]
+
+_local = threading.local()
+
+
+class StreamChoice:
+    """A stream named by :func:`cupyprep.stream`: its handle, device and the objects that
+    represent it in CuPy and torch (made when first needed)."""
+
+    def __init__(self, ptr, device_id, cupy_obj=None, torch_obj=None):
+        self.ptr = int(ptr)
+        self.device_id = int(device_id)
+        self._cupy = cupy_obj
+        self._torch = torch_obj
+
+    def as_cupy(self):
+        if self._cupy is None:
+            self._cupy = cupy_stream(self.ptr)
+        return self._cupy
+
+    def as_torch(self):
+        if self._torch is None:
+            import torch
+
+            device = torch.device("cuda", self.device_id)
+            # handle 0 is the legacy default stream, torch's default stream
+            self._torch = (torch.cuda.default_stream(device) if self.ptr == 0
+                           else torch.cuda.ExternalStream(self.ptr, device=device))
+        return self._torch
+
+
+def chosen_stream():
+    """The innermost :func:`cupyprep.stream` of this thread, or None."""
+    stack = getattr(_local, "streams", None)
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def choose_stream(choice):
+    """Make ``choice`` (a :class:`StreamChoice` or None) this thread's launch stream."""
+    stack = getattr(_local, "streams", None)
+    if stack is None:
+        stack = _local.streams = []
+    stack.append(choice)
+    try:
+        yield choice
+    finally:
+        stack.pop()
+
+
+class _StreamHandle:
+    """A raw ``cudaStream_t`` seen through the CUDA stream protocol."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def __cuda_stream__(self):
+        return (0, self.ptr)
+
+
+def cupy_stream(ptr):
+    """A CuPy stream object for the raw handle ``ptr`` (not owned: never destroyed here)."""
+    import cupy
+
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(_StreamHandle(int(ptr)))
+    return cupy.cuda.ExternalStream(int(ptr))
+
+
+def order_after(producer_ptr, consumer_ptr):
+    """Make stream ``consumer_ptr`` wait (on the device) for the work queued so far on
+    ``producer_ptr``."""
+    import cupy
+
+    event = cupy.cuda.Event(block=False, disable_timing=True)
+    event.record(cupy_stream(producer_ptr))
+    cupy_stream(consumer_ptr).wait_event(event)
 
 
 def _is_cupy(x) -> bool:
@@ -84,21 +165,41 @@ class Prepared:
     @contextlib.contextmanager
     def launch(self):
         """Device and stream for kernel launches: the input's device; for torch tensors,
-        torch's current stream on it (so work orders with the caller's torch work)."""
+        torch's current stream on it (so work orders with the caller's torch work); inside
+        :func:`cupyprep.stream`, that stream, after a device-side wait for the stream the
+        launch would otherwise have used."""
         if not self.device or self.kind == "numpy":
             yield
             return
         import cupy
 
-        with cupy.cuda.Device(_device_id(self.array)):
+        device_id = _device_id(self.array)
+        with cupy.cuda.Device(device_id):
             if self.kind == "torch":
                 import torch
 
-                ptr = torch.cuda.current_stream(self.tensor.device).cuda_stream
-                with cupy.cuda.ExternalStream(ptr):
-                    yield
+                natural = torch.cuda.current_stream(self.tensor.device).cuda_stream
             else:
-                yield
+                natural = cupy.cuda.get_current_stream().ptr
+            choice = chosen_stream()
+            if choice is not None and choice.device_id != device_id:
+                raise ValueError(
+                    f"cupyprep.stream: the stream is on device {choice.device_id}, the input "
+                    f"on device {device_id}"
+                )
+            ptr = natural if choice is None else choice.ptr
+            if ptr != natural:
+                # the input was written (and outputs last read) on the natural stream
+                order_after(natural, ptr)
+            with cupy_stream(ptr):
+                if self.kind == "torch" and ptr != natural:
+                    import torch
+
+                    # torch allocates outputs for the stream that writes them
+                    with torch.cuda.stream(choice.as_torch()):
+                        yield
+                else:
+                    yield
 
     def output(self, out, shape, dtype, name="out"):
         """``(native, view)``: the array returned to the caller and the view kernels write.
@@ -170,7 +271,7 @@ def _from_torch(tensor):
         # DLPack consumers differ on unsigned 16/32/64-bit; reinterpret through the signed twin
         t = t.view(_int_twin(t.dtype))
     with cupy.cuda.Device(t.device.index):
-        with cupy.cuda.ExternalStream(torch.cuda.current_stream(t.device).cuda_stream):
+        with cupy_stream(torch.cuda.current_stream(t.device).cuda_stream):
             arr = cupy.from_dlpack(t)
     return arr.view(_numpy_dtype(tensor.dtype)) if unsigned_wide else arr
 

@@ -1,0 +1,779 @@
+"""Host frames to ready batches: a :class:`Loader` decodes in a thread pool, stages uint8
+frames in pinned buffers, copies them to the GPU on a copy stream and preprocesses the
+previous batch on a compute stream at the same time.
+
+The data path of one batch, on a CUDA device::
+
+    source --(feeder thread)--> decode pool (cv2.imread / imdecode, or the frame itself)
+           --> copy pool: frames into a pinned staging buffer (uint8, packed)
+           --> copy stream: one host-to-device copy, event ``copied``
+           --> compute stream: waits ``copied``, cupyprep.preprocess, events ``consumed``
+               (the device staging buffer may be overwritten) and ``ready``
+           --> bounded queue --> consumer: its stream waits ``ready``
+
+Three staging buffers rotate: a pinned buffer is written again only after the copy out of
+it has finished (a host wait on ``copied``), and a device buffer only after the
+preprocessing that read it (the copy stream waits on ``consumed``). Only uint8 (or uint16)
+pixels cross PCIe; conversion to float happens on the GPU.
+
+Without a GPU the same Loader runs the CPU backend (OpenCV) in its feeder thread and yields
+NumPy batches (or torch CPU tensors), so code written against it runs anywhere.
+"""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import inspect
+import math
+import numbers
+import os
+import queue
+import sys
+import threading
+import weakref
+
+import numpy as np
+
+from . import _arrays
+from .preprocess import PreprocessMeta, preprocess
+
+__all__ = ["Loader", "LoaderMeta"]
+
+_STAGING_BUFFERS = 3
+_ALIGN = 256  # byte alignment of each frame inside a ragged staging buffer
+_POLL_S = 0.05  # how often blocked threads look at the stop flag
+_FRAME_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16))
+_PREPROCESS_OPTIONS = frozenset(inspect.signature(preprocess).parameters) - {"images", "size", "out"}
+
+
+@dataclasses.dataclass(frozen=True)
+class LoaderMeta(PreprocessMeta):
+    """:class:`PreprocessMeta` of one batch plus where each frame came from.
+
+    Extra attributes: ``index`` (N,) int64 position of each frame in the source;
+    ``items`` the file path of each frame (None for frames that were not files);
+    ``targets`` the rest of each dataset sample (``(image, target)`` → ``target``; None
+    where there was none).
+    """
+
+    index: np.ndarray = None
+    items: tuple = ()
+    targets: tuple = ()
+
+
+class _Sample:
+    """One element of the source, before decoding."""
+
+    __slots__ = ("position", "value", "lazy_index")
+
+    def __init__(self, position, value, lazy_index=False):
+        self.position = position
+        self.value = value
+        self.lazy_index = lazy_index  # value is an index into a map-style dataset
+
+
+class _Done:
+    """A finished future, for samples that need no decoding."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value):
+        self._value = value
+
+    def result(self, timeout=None):
+        return self._value
+
+    def cancel(self):
+        return False
+
+
+class _Failure:
+    def __init__(self, exc):
+        self.exc = exc
+
+
+_END = object()
+
+
+class _Stopped(Exception):
+    """The loader was closed while its feeder was waiting."""
+
+
+# --- reading the source --------------------------------------------------------------------------
+def _samples(source):
+    """Iterate the source's elements as :class:`_Sample` (in the feeder thread)."""
+    if _is_map_dataset(source):
+        for i in range(len(source)):
+            yield _Sample(i, i, lazy_index=True)
+        return
+    if hasattr(source, "read") and callable(source.read) and not hasattr(source, "__iter__"):
+        # a cv2.VideoCapture (or anything with its read() -> (ok, frame))
+        position = 0
+        while True:
+            ok, frame = source.read()
+            if not ok:
+                return
+            yield _Sample(position, frame)
+            position += 1
+    for position, value in enumerate(source):
+        yield _Sample(position, value)
+
+
+def _is_map_dataset(source):
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        data = getattr(torch.utils, "data", None)
+        if data is not None and isinstance(source, data.IterableDataset):
+            return False
+        if data is not None and isinstance(source, data.Dataset):
+            return hasattr(source, "__len__")
+    return False
+
+
+def _read_image(value, flags):
+    import cv2
+
+    if isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        frame = cv2.imread(path, flags)
+        if frame is None:
+            raise FileNotFoundError(f"could not read an image from {path!r} (missing, unreadable "
+                                    f"or not an image format OpenCV decodes)")
+        return frame, path
+    buf = np.frombuffer(value, np.uint8)
+    frame = cv2.imdecode(buf, flags)
+    if frame is None:
+        raise ValueError(f"could not decode {len(buf)} bytes as an image")
+    return frame, None
+
+
+def _as_frame(value, flags):
+    """``(frame, path)`` for one image value: a path, encoded bytes or an array."""
+    if isinstance(value, (str, os.PathLike, bytes, bytearray, memoryview)):
+        return _read_image(value, flags)
+    if isinstance(value, np.ndarray):
+        return value, None
+    if _arrays._is_torch(value):
+        if value.device.type != "cpu":
+            raise TypeError(f"expected a host frame, got {_arrays.describe(value)} (frames already "
+                            f"on the GPU go to cupyprep.preprocess directly)")
+        return value.detach().numpy(), None
+    if hasattr(value, "__array_interface__"):  # PIL images
+        return np.asarray(value), None
+    raise TypeError(f"expected a file path, encoded image bytes or an HWC array, got "
+                    f"{_arrays.describe(value)}")
+
+
+def _split_sample(value):
+    """A dataset's sample: ``(image, target...)`` or ``{"image": ..., ...}``."""
+    if isinstance(value, tuple):
+        if not value:
+            raise ValueError("expected a sample (image, target...), got an empty tuple")
+        rest = value[1:]
+        return value[0], (rest[0] if len(rest) == 1 else (rest or None))
+    if isinstance(value, dict) and "image" in value:
+        rest = {k: v for k, v in value.items() if k != "image"}
+        return value["image"], (rest or None)
+    return value, None
+
+
+def _load(sample, source, decode, flags):
+    """Decode one sample (in a pool thread): ``(frame, path, target)``."""
+    try:
+        value = source[sample.value] if sample.lazy_index else sample.value
+        if decode is not None:
+            value = decode(value)
+        image, target = _split_sample(value)
+        frame, path = _as_frame(image, flags)
+        if isinstance(sample.value, (str, os.PathLike)) and path is None:
+            path = os.fspath(sample.value)
+        frame = np.asarray(frame)
+        if frame.dtype not in _FRAME_DTYPES:
+            raise TypeError(f"expected uint8 or uint16 pixels (converted to float on the GPU, "
+                            f"not before), got {_arrays.describe(frame)}")
+        if frame.ndim not in (2, 3) or frame.shape[0] == 0 or frame.shape[1] == 0:
+            raise ValueError(f"expected a non-empty HWC or HW frame, got {_arrays.describe(frame)}")
+        return frame, path, target
+    except Exception as exc:
+        where = f"source element {sample.position}"
+        if isinstance(sample.value, (str, os.PathLike)) and os.fspath(sample.value) not in str(exc):
+            where += f" ({os.fspath(sample.value)!r})"
+        try:
+            named = type(exc)(f"{where}: {exc}")
+        except Exception:  # an exception type that wants other arguments goes as it is
+            raise exc from None
+        raise named from exc
+
+
+# --- device side ---------------------------------------------------------------------------------
+class _Slot:
+    """A pinned host buffer and a device buffer of the same size, with their events."""
+
+    def __init__(self, device):
+        import cupy
+
+        self.device = device
+        self.capacity = 0
+        self.host = None
+        self.host_mem = None
+        self.dev = None
+        self.dev_ptr = 0
+        self.copied = cupy.cuda.Event(block=False, disable_timing=True)
+        self.consumed = cupy.cuda.Event(block=False, disable_timing=True)
+
+    def ensure(self, nbytes, library):
+        if nbytes <= self.capacity:
+            return
+        import cupy
+
+        self.copied.synchronize()
+        self.consumed.synchronize()
+        capacity = max(nbytes, int(self.capacity * 1.25))
+        self.host_mem = cupy.cuda.alloc_pinned_memory(capacity)
+        self.host = np.frombuffer(self.host_mem, np.uint8, capacity)
+        if library == "torch":
+            import torch
+
+            self.dev = torch.empty(capacity, dtype=torch.uint8, device=f"cuda:{self.device}")
+            self.dev_ptr = self.dev.data_ptr()
+        else:
+            self.dev = cupy.empty(capacity, np.uint8)
+            self.dev_ptr = self.dev.data.ptr
+        self.capacity = capacity
+
+    def release(self):
+        if self.capacity:
+            self.copied.synchronize()
+            self.consumed.synchronize()
+        self.host = self.host_mem = self.dev = None
+        self.capacity = 0
+
+
+def _layout(frames):
+    """Byte offsets of each frame in a staging buffer: packed when all frames have one
+    shape (one NHWC view), 256-byte aligned otherwise (one view per frame)."""
+    shapes = [f.shape if f.ndim == 3 else f.shape + (1,) for f in frames]
+    dtype = frames[0].dtype
+    for i, f in enumerate(frames[1:], 1):
+        if f.dtype != dtype or shapes[i][2] != shapes[0][2]:
+            raise ValueError(f"frames of one batch differ: frame 0 is {_arrays.describe(frames[0])}, "
+                             f"frame {i} is {_arrays.describe(f)} (same dtype and channel count "
+                             f"expected)")
+    uniform = all(s == shapes[0] for s in shapes)
+    offsets, end = [], 0
+    for s in shapes:
+        offsets.append(end)
+        end += math.prod(s) * dtype.itemsize
+        if not uniform:
+            end = -(-end // _ALIGN) * _ALIGN
+    return shapes, offsets, end, uniform
+
+
+def _copy_jobs(frames, shapes, offsets, host, row_bytes_target=4 << 20):
+    """Pieces of the staging copy: frames split into row bands of a few MB each."""
+    jobs = []
+    for f, s, off in zip(frames, shapes, offsets):
+        dst = host[off:off + math.prod(s) * f.dtype.itemsize].view(f.dtype).reshape(s)
+        src = f.reshape(s)
+        row_bytes = max(1, s[1] * s[2] * f.dtype.itemsize)
+        band = max(1, row_bytes_target // row_bytes)
+        for y in range(0, s[0], band):
+            jobs.append((dst[y:y + band], src[y:y + band]))
+    return jobs
+
+
+def _copy_band(job):
+    dst, src = job
+    np.copyto(dst, src)  # NumPy releases the GIL for the copy
+
+
+# --- the pipeline state (no reference to the Loader, so the Loader can be collected) ------------
+class _Pipeline:
+    def __init__(self, source, size, batch_size, device, output, workers, copy_threads, prefetch,
+                 decode, flags, drop_last, options):
+        self.source = source
+        self.size = size
+        self.batch_size = batch_size
+        self.device = device  # None for the CPU backend, else the CUDA device index
+        self.output = output
+        self.prefetch = prefetch
+        self.decode = decode
+        self.flags = flags
+        self.drop_last = drop_last
+        self.options = options
+        self.stop = threading.Event()
+        self.queue = queue.Queue(maxsize=prefetch)
+        self.decoders = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="cupyprep-decode")
+        self.copiers = (concurrent.futures.ThreadPoolExecutor(copy_threads, thread_name_prefix="cupyprep-stage")
+                        if device is not None else None)
+        self.thread = threading.Thread(target=self._run, name="cupyprep-loader", daemon=True)
+        self.slots = []
+        self.streams = None
+        self.consumer_stream = None
+        self.closed = False
+        self.lock = threading.Lock()
+        self.pulled = 0  # source elements taken so far (for backpressure checks)
+
+    # -- feeder ---------------------------------------------------------------------------------
+    def _run(self):
+        try:
+            if self.device is not None:
+                self._setup_device()
+            self._feed()
+            self._put(_END)
+        except _Stopped:
+            pass
+        except BaseException as exc:  # handed to the consumer, raised there
+            try:
+                self._put(_Failure(exc))
+            except _Stopped:
+                pass
+
+    def _put(self, item):
+        while True:
+            if self.stop.is_set():
+                raise _Stopped
+            try:
+                self.queue.put(item, timeout=_POLL_S)
+                return
+            except queue.Full:
+                continue
+
+    def _wait(self, future):
+        while True:
+            if self.stop.is_set():
+                raise _Stopped
+            try:
+                return future.result(timeout=_POLL_S)
+            except concurrent.futures.TimeoutError:
+                continue
+
+    def _submit(self, sample):
+        if self.decode is None and not sample.lazy_index and isinstance(sample.value, np.ndarray):
+            return _Done(_load(sample, self.source, None, self.flags))  # nothing to decode
+        return self.decoders.submit(_load, sample, self.source, self.decode, self.flags)
+
+    def _feed(self):
+        pending = collections.deque()  # batches whose decoding is under way
+        batch = []
+        for sample in _samples(self.source):
+            if self.stop.is_set():
+                raise _Stopped
+            self.pulled += 1
+            batch.append((sample.position, self._submit(sample)))
+            if len(batch) == self.batch_size:
+                pending.append(batch)
+                batch = []
+                while len(pending) > self.prefetch:
+                    self._emit(pending.popleft())
+        if batch and not self.drop_last:
+            pending.append(batch)
+        while pending:
+            self._emit(pending.popleft())
+
+    def _emit(self, batch):
+        positions = [p for p, _ in batch]
+        decoded = [self._wait(f) for _, f in batch]
+        frames = [d[0] for d in decoded]
+        extra = dict(index=np.array(positions, np.int64), items=tuple(d[1] for d in decoded),
+                     targets=tuple(d[2] for d in decoded))
+        if self.device is None:
+            result, meta = self._process_cpu(frames)
+            self._put((result, _with_extra(meta, extra), None))
+        else:
+            result, meta, ready = self._process_gpu(frames)
+            self._put((result, _with_extra(meta, extra), ready))
+
+    def _process_cpu(self, frames):
+        _layout(frames)  # the same checks as the device path
+        batch, meta = preprocess(frames, self.size, **self.options)
+        if self.output == "torch":
+            import torch
+
+            batch = torch.from_numpy(batch)
+        return batch, meta
+
+    def _setup_device(self):
+        import cupy
+
+        cupy.cuda.Device(self.device).use()
+        if self.output == "torch":
+            import torch
+
+            torch.cuda.set_device(self.device)
+            copy_t, compute_t = torch.cuda.Stream(self.device), torch.cuda.Stream(self.device)
+            self.streams = (_arrays.cupy_stream(copy_t.cuda_stream), _arrays.cupy_stream(compute_t.cuda_stream),
+                            copy_t, compute_t)
+        else:
+            copy_s = cupy.cuda.Stream(non_blocking=True)
+            compute_s = cupy.cuda.Stream(non_blocking=True)
+            self.streams = (copy_s, compute_s, None, None)
+        self.slots = [_Slot(self.device) for _ in range(_STAGING_BUFFERS)]
+        self.turn = 0
+
+    def _process_gpu(self, frames):
+        import cupy
+
+        copy_s, compute_s, _, compute_t = self.streams
+        shapes, offsets, nbytes, uniform = _layout(frames)
+        slot = self.slots[self.turn % len(self.slots)]
+        self.turn += 1
+        slot.copied.synchronize()  # the pinned buffer's last copy has left it
+        slot.ensure(nbytes, self.output)
+        jobs = _copy_jobs(frames, shapes, offsets, slot.host)
+        for f in [self.copiers.submit(_copy_band, job) for job in jobs]:
+            self._wait(f)
+        copy_s.wait_event(slot.consumed)  # the device buffer's last reader is done
+        cupy.cuda.runtime.memcpyAsync(slot.dev_ptr, slot.host.ctypes.data, nbytes,
+                                      cupy.cuda.runtime.memcpyHostToDevice, copy_s.ptr)
+        slot.copied.record(copy_s)
+        compute_s.wait_event(slot.copied)
+        dtype = frames[0].dtype
+        views = _device_views(slot.dev, shapes, offsets, dtype, uniform, self.output)
+        if self.output == "torch":
+            import torch
+
+            with torch.cuda.stream(compute_t):
+                batch, meta = preprocess(views, self.size, **self.options)
+        else:
+            out = self._cupy_output(len(frames), shapes[0][2], compute_s)
+            with compute_s:
+                batch, meta = preprocess(views, self.size, out=out, **self.options)
+        slot.consumed.record(compute_s)
+        ready = cupy.cuda.Event(block=False, disable_timing=True)
+        ready.record(compute_s)
+        return batch, meta, ready
+
+    def _cupy_output(self, n, channels, compute_s):
+        """A CuPy output for the consumer's stream: a block the consumer freed is written
+        only after the consumer's stream has finished with it."""
+        import cupy
+
+        H, W = self.size
+        layout = self.options.get("layout", "NCHW")
+        shape = (n, channels, H, W) if layout == "NCHW" else (n, H, W, channels)
+        consumer = self.consumer_stream if self.consumer_stream is not None else 0
+        with _arrays.cupy_stream(consumer):
+            out = cupy.empty(shape, np.dtype(self.options.get("dtype", "float32")))
+        _arrays.order_after(consumer, compute_s.ptr)
+        return out
+
+    # -- shutdown -------------------------------------------------------------------------------
+    def close(self):
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+        self.stop.set()
+        while True:  # unblock a feeder waiting to put
+            try:
+                self.queue.get_nowait()
+            except queue.Empty:
+                break
+        if self.thread.is_alive() and threading.current_thread() is not self.thread:
+            self.thread.join(timeout=30)
+        self.decoders.shutdown(wait=True, cancel_futures=True)
+        if self.copiers is not None:
+            self.copiers.shutdown(wait=True, cancel_futures=True)
+        if self.streams is not None:
+            # pinned and device buffers are freed only after the copies using them
+            for slot in self.slots:
+                slot.release()
+
+
+def _device_views(buf, shapes, offsets, dtype, uniform, library):
+    itemsize = dtype.itemsize
+    if library == "torch":
+        import torch
+
+        tdtype = _arrays._torch_dtype(dtype)
+
+        def view(start, nbytes, shape):
+            return buf[start:start + nbytes].view(tdtype).view(shape)
+    else:
+        def view(start, nbytes, shape):
+            return buf[start:start + nbytes].view(dtype).reshape(shape)
+    if uniform:
+        n, s = len(shapes), shapes[0]
+        return view(0, n * math.prod(s) * itemsize, (n,) + tuple(s))
+    return [view(off, math.prod(s) * itemsize, tuple(s)) for s, off in zip(shapes, offsets)]
+
+
+def _with_extra(meta, extra):
+    fields = {f.name: getattr(meta, f.name) for f in dataclasses.fields(PreprocessMeta)}
+    return LoaderMeta(**fields, **extra)
+
+
+# --- the public iterator -----------------------------------------------------------------------
+def _gpu_device(device):
+    """The CUDA device index to use, or None for the CPU backend."""
+    if device == "cpu":
+        return None
+    if device not in ("auto", "cuda") and not (isinstance(device, str) and device.startswith("cuda:")) \
+            and not (isinstance(device, numbers.Integral) and not isinstance(device, bool)):
+        raise ValueError(f"device: expected 'auto', 'cpu', 'cuda', 'cuda:N' or an int, got {device!r}")
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        count = 0
+    if device == "auto":
+        return 0 if count > 0 else None
+    index = device if isinstance(device, numbers.Integral) else (
+        0 if device == "cuda" else int(device.split(":", 1)[1]))
+    if not 0 <= index < count:
+        raise ValueError(f"device: CUDA device {index} requested, {count} present")
+    return int(index)
+
+
+def _torch_cuda():
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+class Loader:
+    """Iterate ready model-input batches from host images: ``for batch, meta in Loader(...)``.
+
+    Parameters
+    ----------
+    source : iterable, torch Dataset, or cv2.VideoCapture
+        Elements are file paths (decoded with ``cv2.imread``), encoded image bytes
+        (``cv2.imdecode``), HWC (or HW) uint8 / uint16 arrays (NumPy, torch CPU tensors,
+        PIL images), or dataset samples ``(image, target...)`` / ``{"image": ..., ...}``
+        whose image is one of those. A map-style ``torch.utils.data.Dataset`` is indexed
+        ``0 .. len - 1`` inside the decode threads (so its ``__getitem__`` runs in
+        parallel); an object with ``read() -> (ok, frame)`` (a ``cv2.VideoCapture``) is
+        read until ``ok`` is false. Frames are BGR as OpenCV decodes them (``swap_rb=True``
+        by default gives RGB out; pass ``swap_rb=False`` for RGB sources such as PIL).
+    size : (int, int)
+        Output (height, width), as :func:`cupyprep.preprocess`.
+    batch_size : int
+        Frames per batch; the last batch is smaller unless ``drop_last``.
+    device : {"auto", "cpu", "cuda", "cuda:N"} or int
+        ``auto``: the first CUDA device when CuPy sees one, else the CPU backend.
+    output : {"torch", "cupy", "numpy"}, optional
+        The batch's kind. Default: torch on a GPU when torch has CUDA (CuPy otherwise);
+        NumPy on the CPU backend (``"torch"`` gives torch CPU tensors there).
+    workers : int, optional
+        Decode threads (``cv2.imread`` / ``imdecode`` release the GIL); default
+        ``min(8, os.cpu_count())``.
+    copy_threads : int, optional
+        Threads copying frames into pinned staging buffers; default ``min(8, os.cpu_count())``.
+    prefetch : int
+        Ready batches held in the queue. The source is read at most
+        ``(2 * prefetch + 1) * batch_size`` elements past the batches the consumer has
+        taken: ``prefetch`` batches queued, one waiting to be queued, ``prefetch`` decoding
+        (backpressure: a slow consumer stops the reading).
+    decode : callable, optional
+        Applied to each source element in a decode thread instead of the default reading;
+        returns an image (array, path or bytes) or a sample ``(image, target...)``.
+    imread_flags : int, optional
+        Flags for ``cv2.imread`` / ``imdecode`` (default ``cv2.IMREAD_COLOR``).
+    drop_last : bool
+    progress : bool
+        A tqdm progress bar in images (needs ``tqdm``).
+    **options :
+        Passed to :func:`cupyprep.preprocess` (``mode``, ``interpolation``, ``pad_value``,
+        ``mean``, ``std``, ``scale``, ``swap_rb``, ``layout``, ``dtype``, ...).
+
+    Yields
+    ------
+    (batch, meta) : the preprocessed batch and a :class:`LoaderMeta` (``to_original`` maps
+    boxes back to each frame; ``index``, ``items``, ``targets`` say where frames came from).
+
+    Convention
+    ----------
+    On a GPU, a yielded batch is ready for the consumer's current stream (torch's current
+    stream for torch output, CuPy's for CuPy output): that stream waits on the device for
+    the batch's preprocessing, and the host never blocks on the GPU. Frames of one size go
+    up as one packed NHWC block (one launch without per-frame tables); frames of different
+    sizes as one staging buffer with a device view per frame (the ragged path). An error in
+    a worker (a file that does not decode, a bad frame) is raised in the consumer, naming
+    the source element; the loader is then closed. ``close()`` (or leaving a ``with`` block,
+    a KeyboardInterrupt in the loop, or garbage collection) stops the threads, joins them
+    and frees the staging buffers after their copies finish. A Loader is one pass over its
+    source.
+
+    Example
+    -------
+    >>> with cupyprep.Loader(paths, (640, 640), batch_size=32) as loader:   # doctest: +SKIP
+    ...     for batch, meta in loader:
+    ...         boxes = meta.to_original(model(batch))
+    """
+
+    def __init__(self, source, size, *, batch_size=32, device="auto", output=None, workers=None,
+                 copy_threads=None, prefetch=2, decode=None, imread_flags=None, drop_last=False,
+                 progress=False, **options):
+        unknown = sorted(set(options) - _PREPROCESS_OPTIONS)
+        if "out" in options:
+            raise TypeError("out: the Loader allocates each batch; out= is not accepted")
+        if unknown:
+            raise TypeError(f"options: {unknown} are not arguments of cupyprep.preprocess "
+                            f"(expected some of {sorted(_PREPROCESS_OPTIONS)})")
+        if not (isinstance(batch_size, numbers.Integral) and not isinstance(batch_size, bool)) \
+                or batch_size <= 0:
+            raise ValueError(f"batch_size: expected a positive int, got {batch_size!r}")
+        if not (isinstance(prefetch, numbers.Integral) and not isinstance(prefetch, bool)) or prefetch <= 0:
+            raise ValueError(f"prefetch: expected a positive int, got {prefetch!r}")
+        if decode is not None and not callable(decode):
+            raise TypeError(f"decode: expected a callable, got {_arrays.describe(decode)}")
+        if isinstance(source, (str, bytes, os.PathLike)):
+            raise TypeError(f"source: expected an iterable of images, got one {type(source).__name__} "
+                            f"(put a single path in a list)")
+        if not (_is_map_dataset(source) or hasattr(source, "__iter__") or hasattr(source, "read")):
+            raise TypeError(f"source: expected an iterable, a torch Dataset or a cv2.VideoCapture, "
+                            f"got {_arrays.describe(source)}")
+        if isinstance(source, np.ndarray) and source.ndim == 4:
+            source = list(source)  # an NHWC array: its frames
+        size = tuple(size) if isinstance(size, (list, tuple)) else size
+        from . import _validate
+
+        size = _validate.size_hw("size", size)
+        gpu = _gpu_device(device)
+        if output is None:
+            output = "numpy" if gpu is None else ("torch" if _torch_cuda() else "cupy")
+        allowed = ("numpy", "torch") if gpu is None else ("torch", "cupy")
+        if output not in allowed:
+            where = "the CPU backend" if gpu is None else f"CUDA device {gpu}"
+            raise ValueError(f"output: expected one of {list(allowed)} on {where}, got {output!r}")
+        if output == "torch":
+            import torch  # noqa: F401
+        cpus = os.cpu_count() or 1
+        workers = min(8, cpus) if workers is None else int(workers)
+        copy_threads = min(8, cpus) if copy_threads is None else int(copy_threads)
+        if workers <= 0 or copy_threads <= 0:
+            raise ValueError(f"workers, copy_threads: expected positive counts, got {workers}, {copy_threads}")
+        if imread_flags is None:
+            import cv2
+
+            imread_flags = cv2.IMREAD_COLOR
+        self._progress = None
+        if progress:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                raise ImportError("progress=True needs tqdm (pip install tqdm)") from None
+            total = len(source) if hasattr(source, "__len__") else None
+            self._progress = tqdm(total=total, unit="img", desc="cupyprep.Loader")
+        self.size = size
+        self.batch_size = int(batch_size)
+        self.device = gpu
+        self.output = output
+        self.workers = workers
+        self.copy_threads = copy_threads
+        self.drop_last = bool(drop_last)
+        self._source = source
+        self._pipe = _Pipeline(source, size, self.batch_size, gpu, output, workers, copy_threads,
+                               int(prefetch), decode, imread_flags, self.drop_last, options)
+        self._started = False
+        self._finished = False
+        self._finalizer = weakref.finalize(self, _shutdown, self._pipe, self._progress)
+
+    # -- iteration ------------------------------------------------------------------------------
+    def __iter__(self):
+        self._start()
+        return self
+
+    def _start(self):
+        if self._started:
+            return
+        self._started = True
+        if self.device is not None and self.output == "cupy":
+            import cupy
+
+            with cupy.cuda.Device(self.device):
+                self._pipe.consumer_stream = cupy.cuda.get_current_stream().ptr
+        self._pipe.thread.start()
+
+    def __next__(self):
+        if self._finished:
+            raise StopIteration
+        self._start()
+        try:
+            item = self._get()
+        except BaseException:
+            self.close()
+            raise
+        if item is _END:
+            self.close()
+            raise StopIteration
+        if isinstance(item, _Failure):
+            self.close()
+            raise item.exc
+        batch, meta, ready = item
+        if ready is not None:
+            self._hand_over(batch, ready)
+        if self._progress is not None:
+            self._progress.update(len(meta))
+        return batch, meta
+
+    def _get(self):
+        pipe = self._pipe
+        while True:
+            try:
+                return pipe.queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                if not pipe.thread.is_alive() and pipe.queue.empty():
+                    raise RuntimeError("cupyprep.Loader: the feeder thread ended without a result") from None
+
+    def _hand_over(self, batch, ready):
+        """Order the consumer's current stream after the batch's preprocessing."""
+        if self.output == "torch":
+            import torch
+
+            current = torch.cuda.current_stream(batch.device)
+            _arrays.cupy_stream(current.cuda_stream).wait_event(ready)
+            # the caching allocator must not hand this memory to the compute stream again
+            # before the consumer's stream is done with it
+            batch.record_stream(current)
+        else:
+            import cupy
+
+            with cupy.cuda.Device(self.device):
+                cupy.cuda.get_current_stream().wait_event(ready)
+
+    def __len__(self):
+        if not hasattr(self._source, "__len__"):
+            raise TypeError("len(Loader): the source has no length")
+        n = len(self._source)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    # -- shutdown -------------------------------------------------------------------------------
+    def close(self):
+        """Stop the threads, join them and free the staging buffers (idempotent)."""
+        self._finished = True
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    @property
+    def pulled(self):
+        """Source elements read so far."""
+        return self._pipe.pulled
+
+    @property
+    def threads(self):
+        """The threads this loader started (the feeder, decode and staging pools)."""
+        pipe = self._pipe
+        out = [pipe.thread]
+        for pool in (pipe.decoders, pipe.copiers):
+            if pool is not None:
+                out.extend(getattr(pool, "_threads", ()))
+        return out
+
+
+def _shutdown(pipe, progress):
+    pipe.close()
+    if progress is not None:
+        progress.close()

@@ -1,0 +1,209 @@
+"""Interop: zero-copy handoff (data pointers equal), the DLPack stream handshake, the
+stream an op runs on (a test that fails when a wait is missing), one memory pool."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cupyprep
+from cupyprep import _arrays, interop
+
+torch = pytest.importorskip("torch")
+
+
+class DLPackOnly:
+    """An array that exposes nothing but the DLPack protocol."""
+
+    def __init__(self, array):
+        self._array = array
+
+    def __dlpack__(self, **kwargs):
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+
+class CAIOnly:
+    """A device array that exposes nothing but ``__cuda_array_interface__``."""
+
+    def __init__(self, array):
+        self._array = array
+        self.__cuda_array_interface__ = array.__cuda_array_interface__
+
+
+# --- host arrays (CI) ------------------------------------------------------------------------
+def test_numpy_torch_round_trip_is_zero_copy():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = interop.to_torch(a)
+    assert t.data_ptr() == a.ctypes.data and t.shape == (3, 4)
+    back = interop.from_torch(t)
+    assert back.ctypes.data == a.ctypes.data
+    assert interop.to_torch(t) is t
+    g = torch.ones(3, requires_grad=True)
+    assert interop.from_torch(g).ctypes.data == g.data_ptr()  # detached, same memory
+
+
+def test_as_array_accepts_dlpack_and_array_interface():
+    a = np.arange(6, dtype=np.uint8)
+    assert interop.as_array(a) is a
+    assert interop.as_array(DLPackOnly(a)).ctypes.data == a.ctypes.data
+    t = torch.arange(5)
+    assert interop.as_array(t).ctypes.data == t.data_ptr()
+    pil = pytest.importorskip("PIL.Image").fromarray(np.zeros((4, 5, 3), np.uint8))
+    assert interop.as_array(pil).shape == (4, 5, 3)
+    assert interop.to_torch(DLPackOnly(a)).data_ptr() == a.ctypes.data
+
+
+def test_exception_arguments():
+    with pytest.raises(TypeError, match=r"x: expected an array .* got builtins.str"):
+        interop.as_array("frame")
+    with pytest.raises(TypeError, match="t: expected a torch.Tensor"):
+        interop.from_torch(np.zeros(3))
+    with pytest.raises(TypeError, match="bfloat16"):
+        interop.from_torch(torch.zeros(2, dtype=torch.bfloat16))
+    with pytest.raises(TypeError, match="s: expected a torch.cuda.Stream"):
+        with interop.stream("side"):
+            pass
+
+
+def test_stream_none_and_host_inputs_are_untouched():
+    img = np.zeros((4, 6, 3), np.uint8)
+    with interop.stream(None):
+        out = cupyprep.resize(img, (2, 3))
+    assert out.shape == (2, 3, 3)
+    assert _arrays.chosen_stream() is None
+
+
+# --- device (GPU) ----------------------------------------------------------------------------
+def cupy_view(torch_stream):
+    return _arrays.cupy_stream(torch_stream.cuda_stream)
+
+
+def _spin(stream, ms=200):
+    """A long kernel on ``stream`` (torch's sleep kernel: about ``ms`` milliseconds)."""
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(int(ms * 1.5e6))
+
+
+@pytest.mark.gpu
+def test_cupy_torch_round_trip_is_zero_copy():
+    import cupy
+
+    for dtype in (np.uint8, np.uint16, np.int32, np.float16, np.float32):
+        x = cupy.arange(24, dtype=dtype).reshape(2, 3, 4)[:, 1:]
+        t = interop.to_torch(x)
+        assert t.data_ptr() == x.data.ptr and tuple(t.stride()) == tuple(s // x.itemsize for s in x.strides)
+        np.testing.assert_array_equal(t.cpu().numpy(), cupy.asnumpy(x))
+        back = interop.from_torch(t)
+        assert back.data.ptr == x.data.ptr and back.dtype == x.dtype
+    assert interop.as_array(CAIOnly(x)).data.ptr == x.data.ptr
+    assert interop.as_array(DLPackOnly(x)).data.ptr == x.data.ptr
+    assert interop.to_torch(CAIOnly(x)).data_ptr() == x.data.ptr
+
+
+@pytest.mark.gpu
+def test_to_torch_honors_the_dlpack_stream():
+    """CuPy writes on stream A after a long kernel; torch reads on stream B right away."""
+    import cupy
+
+    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    x = cupy.zeros(1 << 20, cupy.float32)
+    cupy.cuda.Device().synchronize()
+    a_cupy = cupy_view(a)
+    _spin(a)
+    with a_cupy:
+        x.fill(3.0)
+        with torch.cuda.stream(b):
+            t = interop.to_torch(x)  # torch names B; CuPy orders A's work before it
+            total = t.sum()
+    b.synchronize()
+    assert float(total) == 3.0 * (1 << 20)
+
+
+@pytest.mark.gpu
+def test_from_torch_honors_the_dlpack_stream():
+    import cupy
+
+    a = torch.cuda.Stream()
+    t = torch.zeros(1 << 20, device="cuda")
+    torch.cuda.synchronize()
+    _spin(a)
+    with torch.cuda.stream(a):
+        t.fill_(2.0)
+        side = cupy.cuda.Stream(non_blocking=True)
+        with side:
+            x = interop.from_torch(t)  # CuPy names its stream; torch orders A's work before it
+            total = x.sum()
+        side.synchronize()
+    assert float(total) == 2.0 * (1 << 20)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["torch", "cupy"])
+@pytest.mark.parametrize("stream_kind", ["torch", "cupy"])
+def test_op_on_another_stream_waits_for_the_input(kind, stream_kind):
+    """A long kernel on stream A writes the input; the op runs on stream B. Without the
+    wait cupyprep inserts, B reads the zeros that were there before."""
+    import cupy
+
+    a = torch.cuda.Stream()
+    b = torch.cuda.Stream() if stream_kind == "torch" else cupy.cuda.Stream(non_blocking=True)
+    b_ptr = b.cuda_stream if stream_kind == "torch" else b.ptr
+    frames = torch.zeros((4, 270, 480, 3), dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+    a_cupy = cupy_view(a)
+    _spin(a)
+    with torch.cuda.stream(a), a_cupy:
+        frames.fill_(200)
+        x = frames if kind == "torch" else interop.from_torch(frames)
+        with cupyprep.stream(b):
+            batch, _ = cupyprep.preprocess(x, (128, 128), mode="stretch")
+    assert torch.cuda.current_stream().cuda_stream != b_ptr
+    _arrays.cupy_stream(b_ptr).synchronize()
+    values = batch.cpu().numpy() if kind == "torch" else cupy.asnumpy(batch)
+    np.testing.assert_allclose(values, np.float32(200) / np.float32(255))
+
+
+@pytest.mark.gpu
+def test_op_runs_on_the_chosen_stream():
+    """Work queued on B before the op delays it: the op is on B, not on the current stream."""
+    b = torch.cuda.Stream()
+    frames = torch.full((2, 64, 64, 3), 7, dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+    _spin(b, 300)
+    with cupyprep.stream(b):
+        batch, _ = cupyprep.preprocess(frames, (32, 32), scale=1.0, swap_rb=False)
+    assert not b.query()
+    b.synchronize()
+    assert float(batch.min()) == 7.0
+
+
+@pytest.mark.gpu
+def test_stream_on_another_device_is_refused():
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA devices")
+    other = torch.cuda.Stream(device=1)
+    with cupyprep.stream(other), pytest.raises(ValueError, match="device 1"):
+        cupyprep.preprocess(torch.zeros((1, 8, 8, 3), dtype=torch.uint8, device="cuda:0"), (4, 4))
+
+
+@pytest.mark.gpu
+def test_use_torch_allocator_counts_outputs_in_torch():
+    import cupy
+
+    frames = cupy.zeros((4, 540, 960, 3), cupy.uint8)
+    torch.cuda.synchronize()
+    with interop.use_torch_allocator():
+        before = torch.cuda.memory_allocated()
+        batch, _ = cupyprep.preprocess(frames, (640, 640))
+        during = torch.cuda.memory_allocated()
+        assert during - before >= batch.nbytes
+        assert batch.data.mem.__class__.__name__ == "UnownedMemory"
+        nbytes = batch.nbytes
+        del batch
+        cupy.cuda.Device().synchronize()
+        assert torch.cuda.memory_allocated() <= during - nbytes  # given back to torch's pool
+    assert cupy.cuda.get_allocator() != interop._torch_malloc
+    x = cupy.empty(1 << 20, cupy.uint8)  # CuPy's own pool again
+    assert x.data.mem.__class__.__name__ != "UnownedMemory"

@@ -1,0 +1,395 @@
+"""Loader: every kind of source, batches equal to preprocess of the same frames, errors
+raised in the consumer, shutdown with threads joined, backpressure; on a GPU the pinned,
+asynchronous path over many batches (rotating staging buffers) and ragged batches."""
+from __future__ import annotations
+
+import _thread
+import gc
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import cupyprep
+from conftest import photo, random_image
+from cupyprep.pipeline import Loader, LoaderMeta
+
+cv2 = pytest.importorskip("cv2")
+
+SIZE = (48, 64)
+
+
+def frames_of(n, shape=(30, 40, 3), seed=0):
+    rng = np.random.default_rng(seed)
+    return [random_image(rng, shape, np.uint8) for _ in range(n)]
+
+
+def ragged_frames(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [random_image(rng, (int(rng.integers(5, 60)), int(rng.integers(5, 60)), 3), np.uint8)
+            for _ in range(n)]
+
+
+def expected_batches(frames, batch_size, **options):
+    return [cupyprep.preprocess(frames[i:i + batch_size], SIZE, **options)[0]
+            for i in range(0, len(frames), batch_size)]
+
+
+def collect(loader):
+    with loader:
+        return list(loader)
+
+
+def assert_joined(threads, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+        assert not t.is_alive(), f"thread {t.name} still running"
+
+
+# --- sources (CPU backend, CI) ------------------------------------------------------------------
+def test_numpy_frames_equal_preprocess_batch_by_batch():
+    frames = frames_of(10)
+    got = collect(Loader(frames, SIZE, batch_size=4, device="cpu", mode="letterbox", pad_value=0))
+    want = expected_batches(frames, 4, mode="letterbox", pad_value=0)
+    assert [b.shape[0] for b, _ in got] == [4, 4, 2]
+    for (batch, meta), ref in zip(got, want):
+        assert isinstance(batch, np.ndarray) and batch.dtype == np.float32
+        np.testing.assert_array_equal(batch, ref)
+        assert isinstance(meta, LoaderMeta) and meta.size == SIZE
+    np.testing.assert_array_equal(got[1][1].index, [4, 5, 6, 7])
+
+
+def test_nhwc_array_source_and_torch_cpu_output():
+    torch = pytest.importorskip("torch")
+    frames = np.stack(frames_of(6))
+    got = collect(Loader(frames, SIZE, batch_size=3, device="cpu", output="torch", dtype="float16"))
+    ref = expected_batches(list(frames), 3, dtype="float16")
+    for (batch, _), r in zip(got, ref):
+        assert isinstance(batch, torch.Tensor) and batch.device.type == "cpu"
+        np.testing.assert_array_equal(batch.numpy(), r)
+
+
+def test_ragged_frames_take_the_list_path():
+    frames = ragged_frames(7)
+    got = collect(Loader(frames, SIZE, batch_size=3, device="cpu", layout="NHWC"))
+    for (batch, meta), ref, start in zip(got, expected_batches(frames, 3, layout="NHWC"), range(0, 7, 3)):
+        np.testing.assert_array_equal(batch, ref)
+        np.testing.assert_array_equal(meta.orig_size, [f.shape[:2] for f in frames[start:start + 3]])
+
+
+@pytest.mark.parametrize("ext", [".png", ".jpg"])
+def test_file_paths_decoded_in_the_pool(tmp_path, ext):
+    paths = []
+    for i, name in enumerate(["astronaut", "coffee", "chelsea", "rocket", "camera"]):
+        img = photo(name)
+        img = img if img.ndim == 2 else img[:, :, ::-1]
+        p = tmp_path / f"{i}{ext}"
+        assert cv2.imwrite(str(p), img[::4, ::4])
+        paths.append(p)
+    got = collect(Loader(paths, SIZE, batch_size=2, device="cpu", workers=3))
+    decoded = [cv2.imread(str(p), cv2.IMREAD_COLOR) for p in paths]
+    for (batch, meta), ref, start in zip(got, expected_batches(decoded, 2), range(0, 5, 2)):
+        np.testing.assert_array_equal(batch, ref)
+        assert meta.items == tuple(str(p) for p in paths[start:start + 2])
+
+
+def test_encoded_bytes_and_a_decode_function():
+    frames = frames_of(3)
+    blobs = [cv2.imencode(".png", f)[1].tobytes() for f in frames]
+    got = collect(Loader(blobs, SIZE, batch_size=3, device="cpu"))
+    np.testing.assert_array_equal(got[0][0], expected_batches(frames, 3)[0])
+    # a decode function sees each element and may return (image, target)
+    got = collect(Loader(range(3), SIZE, batch_size=3, device="cpu", decode=lambda i: (frames[i], f"label{i}")))
+    np.testing.assert_array_equal(got[0][0], expected_batches(frames, 3)[0])
+    assert got[0][1].targets == ("label0", "label1", "label2")
+
+
+class FakeCapture:
+    """What the Loader uses of cv2.VideoCapture: read() -> (ok, frame)."""
+
+    def __init__(self, frames):
+        self.frames = list(frames)
+        self.reads = 0
+
+    def isOpened(self):
+        return True
+
+    def read(self):
+        self.reads += 1
+        if not self.frames:
+            return False, None
+        return True, self.frames.pop(0)
+
+
+def test_video_capture_like_source():
+    frames = frames_of(5, (36, 64, 3))
+    cap = FakeCapture(frames)
+    got = collect(Loader(cap, SIZE, batch_size=2, device="cpu"))
+    assert [b.shape[0] for b, _ in got] == [2, 2, 1]
+    for (batch, _), ref in zip(got, expected_batches(frames, 2)):
+        np.testing.assert_array_equal(batch, ref)
+    assert cap.reads == 6  # five frames and the read that said the video ended
+
+
+def test_torch_datasets():
+    torch = pytest.importorskip("torch")
+    frames = frames_of(5)
+
+    class Photos(torch.utils.data.Dataset):
+        def __init__(self):
+            self.threads = set()
+
+        def __len__(self):
+            return len(frames)
+
+        def __getitem__(self, i):
+            self.threads.add(threading.current_thread().name)
+            return torch.from_numpy(frames[i]), i * 10
+
+    ds = Photos()
+    got = collect(Loader(ds, SIZE, batch_size=2, device="cpu", workers=2))
+    for (batch, meta), ref, start in zip(got, expected_batches(frames, 2), range(0, 5, 2)):
+        np.testing.assert_array_equal(batch, ref)
+        assert meta.targets == tuple(i * 10 for i in range(start, min(start + 2, 5)))
+    assert all(name.startswith("cupyprep-decode") for name in ds.threads)  # __getitem__ in the pool
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter({"image": f, "id": i} for i, f in enumerate(frames))
+
+    got = collect(Loader(Stream(), SIZE, batch_size=5, device="cpu"))
+    np.testing.assert_array_equal(got[0][0], expected_batches(frames, 5)[0])
+    assert got[0][1].targets[3] == {"id": 3}
+
+
+def test_drop_last_len_and_meta_maps_back():
+    frames = frames_of(7, (40, 80, 3))
+    loader = Loader(frames, (64, 64), batch_size=3, device="cpu", drop_last=True)
+    assert len(loader) == 2
+    got = collect(loader)
+    assert len(got) == 2
+    meta = got[0][1]
+    # a box over the whole letterboxed image maps to the whole frame
+    box = np.array([[[0.0, 16.0, 64.0, 48.0]]] * 3)
+    np.testing.assert_allclose(meta.to_original(box)[:, 0], [[0, 0, 80, 40]] * 3)
+
+
+def test_progress_bar():
+    pytest.importorskip("tqdm")
+    loader = Loader(frames_of(5), SIZE, batch_size=2, device="cpu", progress=True)
+    collect(loader)
+    assert loader._progress.n == 5
+
+
+# --- arguments ---------------------------------------------------------------------------------
+def test_exception_arguments():
+    frames = frames_of(2)
+    with pytest.raises(TypeError, match="not arguments of cupyprep.preprocess"):
+        Loader(frames, SIZE, device="cpu", sizes=3)
+    with pytest.raises(TypeError, match="out"):
+        Loader(frames, SIZE, device="cpu", out=np.empty(3))
+    with pytest.raises(ValueError, match="batch_size"):
+        Loader(frames, SIZE, batch_size=0, device="cpu")
+    with pytest.raises(ValueError, match="output"):
+        Loader(frames, SIZE, device="cpu", output="cupy")
+    with pytest.raises(ValueError, match="device"):
+        Loader(frames, SIZE, device="tpu")
+    with pytest.raises(TypeError, match="source"):
+        Loader(3, SIZE, device="cpu")
+    with pytest.raises(TypeError, match="single path in a list"):
+        Loader("frame.png", SIZE, device="cpu")
+    with pytest.raises(TypeError, match="size"):
+        Loader(frames, 64, device="cpu")
+
+
+# --- errors raised in the consumer ------------------------------------------------------------
+def test_missing_file_raises_in_the_consumer_and_closes(tmp_path):
+    good = tmp_path / "good.png"
+    cv2.imwrite(str(good), frames_of(1)[0])
+    loader = Loader([good, good, tmp_path / "missing.png", good], SIZE, batch_size=2, device="cpu")
+    threads = loader.threads
+    batch, _ = next(loader)
+    assert batch.shape[0] == 2
+    with pytest.raises(FileNotFoundError, match=r"source element 2.*missing\.png"):
+        next(loader)
+    assert_joined(threads + loader.threads)
+    with pytest.raises(StopIteration):
+        next(loader)
+
+
+def test_bad_frames_name_the_element():
+    with pytest.raises(TypeError, match="source element 1: expected uint8 or uint16"):
+        collect(Loader([frames_of(1)[0], np.zeros((4, 4, 3), np.float32)], SIZE, batch_size=2, device="cpu"))
+    with pytest.raises(ValueError, match="same dtype and channel count"):
+        collect(Loader([np.zeros((4, 4, 3), np.uint8), np.zeros((4, 4, 4), np.uint8)], SIZE,
+                       batch_size=2, device="cpu"))
+    with pytest.raises(TypeError, match="source element 0"):
+        collect(Loader([object()], SIZE, device="cpu"))
+
+
+def test_worker_exception_from_a_dataset():
+    torch = pytest.importorskip("torch")
+
+    class Broken(torch.utils.data.Dataset):
+        def __len__(self):
+            return 6
+
+        def __getitem__(self, i):
+            if i == 4:
+                raise KeyError("no such record")
+            return np.zeros((8, 8, 3), np.uint8)
+
+    loader = Loader(Broken(), SIZE, batch_size=2, device="cpu")
+    with pytest.raises(KeyError, match="source element 4"):
+        collect(loader)
+    assert_joined(loader.threads)
+
+
+def test_source_iteration_error_raises_in_the_consumer():
+    def source():
+        yield from frames_of(3)
+        raise OSError("camera unplugged")
+
+    with pytest.raises(OSError, match="camera unplugged"):
+        collect(Loader(source(), SIZE, batch_size=2, device="cpu"))
+
+
+# --- shutdown and backpressure -------------------------------------------------------------
+def endless(counter, shape=(16, 16, 3)):
+    frame = np.zeros(shape, np.uint8)
+    while True:
+        counter[0] += 1
+        yield frame
+
+
+def test_backpressure_bounds_reading_ahead():
+    counter = [0]
+    batch_size, prefetch = 4, 2
+    with Loader(endless(counter), SIZE, batch_size=batch_size, prefetch=prefetch, device="cpu") as loader:
+        next(loader)
+        time.sleep(0.5)  # a slow consumer
+        ahead = counter[0] - batch_size
+        assert ahead <= (2 * prefetch + 1) * batch_size
+        assert ahead >= prefetch * batch_size  # it did read ahead
+        next(loader)
+        time.sleep(0.3)
+        assert counter[0] - 2 * batch_size <= (2 * prefetch + 1) * batch_size
+    assert_joined(loader.threads)
+
+
+def test_close_in_the_middle_joins_threads():
+    counter = [0]
+    loader = Loader(endless(counter), SIZE, batch_size=2, workers=3, device="cpu")
+    for i, _ in enumerate(loader):
+        if i == 2:
+            break
+    threads = loader.threads
+    assert len(threads) >= 1 and threads[0].is_alive()
+    loader.close()
+    loader.close()  # idempotent
+    assert_joined(threads)
+    with pytest.raises(StopIteration):
+        next(loader)
+
+
+def test_garbage_collection_stops_the_threads():
+    counter = [0]
+    loader = Loader(endless(counter), SIZE, batch_size=2, device="cpu")
+    next(loader)
+    threads = loader.threads
+    del loader
+    gc.collect()
+    assert_joined(threads)
+
+
+def test_keyboard_interrupt_in_the_consumer_closes():
+    def slow():
+        for f in frames_of(1000, (8, 8, 3)):
+            time.sleep(0.02)
+            yield f
+
+    loader = Loader(slow(), SIZE, batch_size=500, device="cpu")
+    threads = loader.threads
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            next(loader)
+    finally:
+        timer.cancel()
+    assert_joined(threads)
+
+
+# --- GPU: pinned staging, copy / compute streams ----------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("output", ["torch", "cupy"])
+def test_gpu_uniform_batches_equal_preprocess(output):
+    torch = pytest.importorskip("torch")
+    import cupy
+
+    frames = [photo("astronaut")[::-1, :, ::-1].copy()] + frames_of(40, (512, 512, 3))  # many batches
+    options = dict(mode="letterbox", mean=(0.1, 0.2, 0.3), std=(0.5, 0.6, 0.7))
+    loader = Loader(frames, (320, 320), batch_size=4, device="cuda", output=output, prefetch=2, **options)
+    with loader:
+        got = [next(loader)]
+        # staging buffers are page-locked host memory
+        assert all(isinstance(s.host_mem, cupy.cuda.PinnedMemoryPointer) for s in loader._pipe.slots
+                   if s.capacity)
+        got += list(loader)
+    assert len(got) == 11
+    for i, (batch, meta) in enumerate(got):
+        ref, _ = cupyprep.preprocess(torch.from_numpy(np.stack(frames[4 * i:4 * i + 4])).cuda(), (320, 320),
+                                     **options)
+        if output == "torch":
+            assert isinstance(batch, torch.Tensor) and batch.is_cuda
+            np.testing.assert_array_equal(batch.cpu().numpy(), ref.cpu().numpy())
+        else:
+            assert isinstance(batch, cupy.ndarray)
+            np.testing.assert_array_equal(cupy.asnumpy(batch), ref.cpu().numpy())
+
+
+@pytest.mark.gpu
+def test_gpu_ragged_batches_equal_preprocess():
+    torch = pytest.importorskip("torch")
+    frames = ragged_frames(17, seed=3) + [photo("coffee")]
+    got = collect(Loader(frames, SIZE, batch_size=6, device="cuda", output="torch", layout="NHWC",
+                         dtype="float16"))
+    for i, (batch, _) in enumerate(got):
+        ref, _ = cupyprep.preprocess([torch.from_numpy(f).cuda() for f in frames[6 * i:6 * i + 6]], SIZE,
+                                     layout="NHWC", dtype="float16")
+        np.testing.assert_array_equal(batch.cpu().numpy(), ref.cpu().numpy())
+
+
+@pytest.mark.gpu
+def test_gpu_batches_are_ready_on_the_consumer_stream():
+    """The consumer uses each batch on its own stream right away, after a long kernel there;
+    batches must hold the values preprocess gives (no missing wait, no reused memory)."""
+    torch = pytest.importorskip("torch")
+    frames = [np.full((256, 256, 3), i, np.uint8) for i in range(60)]
+    consumer = torch.cuda.Stream()
+    sums = []
+    with torch.cuda.stream(consumer):
+        for batch, meta in Loader(frames, (128, 128), batch_size=5, device="cuda", output="torch",
+                                  mode="stretch", scale=1.0, swap_rb=False):
+            torch.cuda._sleep(2_000_000)  # keep the consumer stream behind the pipeline
+            sums.append(batch.amax(dim=(1, 2, 3)))
+            del batch
+    consumer.synchronize()
+    np.testing.assert_array_equal(torch.cat(sums).cpu().numpy(), np.arange(60, dtype=np.float32))
+
+
+@pytest.mark.gpu
+def test_gpu_close_mid_run_and_errors():
+    pytest.importorskip("torch")
+    counter = [0]
+    loader = Loader(endless(counter, (64, 64, 3)), SIZE, batch_size=8, device="cuda")
+    next(loader)
+    threads = loader.threads
+    loader.close()
+    assert_joined(threads)
+    assert all(s.capacity == 0 for s in loader._pipe.slots)
+    with pytest.raises(TypeError, match="source element 1"):
+        collect(Loader([np.zeros((4, 4, 3), np.uint8), np.zeros((4, 4, 3), np.float32)], SIZE,
+                       batch_size=2, device="cuda"))
