@@ -83,14 +83,29 @@ class _StreamHandle:
         return (0, self.ptr)
 
 
+_stream_cache: dict = {}
+
+
 def cupy_stream(ptr):
-    """A CuPy stream object for the raw handle ``ptr`` (not owned: never destroyed here)."""
+    """A CuPy stream object for the raw handle ``ptr`` (not owned: never destroyed here).
+
+    Kept per (device, handle): every op call asks for one, and making the object is a
+    measurable part of a small call's host time.
+    """
     import cupy
 
-    from_external = getattr(cupy.cuda.Stream, "from_external", None)
-    if from_external is not None:
-        return from_external(_StreamHandle(int(ptr)))
-    return cupy.cuda.ExternalStream(int(ptr))
+    key = (cupy.cuda.runtime.getDevice(), int(ptr))
+    stream = _stream_cache.get(key)
+    if stream is None:
+        from_external = getattr(cupy.cuda.Stream, "from_external", None)
+        if from_external is not None:
+            stream = from_external(_StreamHandle(int(ptr)))
+        else:
+            stream = cupy.cuda.ExternalStream(int(ptr))
+        if len(_stream_cache) > 256:
+            _stream_cache.clear()
+        _stream_cache[key] = stream
+    return stream
 
 
 def order_after(producer_ptr, consumer_ptr):
@@ -115,6 +130,8 @@ def _is_torch(x) -> bool:
 
 def describe(x) -> str:
     """A short description of an argument for error messages."""
+    if isinstance(x, TensorView):
+        x = x.tensor
     if isinstance(x, np.ndarray):
         return f"numpy.ndarray of shape {x.shape} and dtype {x.dtype}"
     if _is_cupy(x):
@@ -144,6 +161,19 @@ class Prepared:
             self.xp = np
 
     # -- inputs of the same call ---------------------------------------------------------
+    def convert_image(self, x, name):
+        """Like :meth:`convert` for one image of a list: a torch CUDA tensor comes back as a
+        :class:`TensorView` (pointer, shape, strides) without a DLPack exchange, which is
+        what a kernel over a ragged batch needs of it."""
+        if self.kind == "torch" and self.device and _is_torch(x) and x.device.type == "cuda":
+            if x.device.index != _device_id(self.array):
+                raise ValueError(
+                    f"{name}: expected an array on device {_device_id(self.array)} like the "
+                    f"image, got one on device {x.device.index}"
+                )
+            return TensorView(x)
+        return self.convert(x, name)
+
     def convert(self, x, name):
         """Another array argument of the same call, on the same side as the main input."""
         other = prepare(x, name)
@@ -232,7 +262,7 @@ class Prepared:
         if self.kind == "torch":
             import torch
 
-            return torch.from_numpy(np.ascontiguousarray(array))
+            return torch.from_numpy(np.require(array, requirements="C"))  # keeps 0-d results 0-d
         return array
 
 
@@ -241,6 +271,10 @@ def _device_id(array) -> int:
 
 
 def _torch_dtype(dtype):
+    return _TORCH_DTYPES()[np.dtype(dtype)]
+
+
+def _TORCH_DTYPES():
     import torch
 
     return {
@@ -253,7 +287,7 @@ def _torch_dtype(dtype):
         np.dtype(np.float32): torch.float32,
         np.dtype(np.float64): torch.float64,
         np.dtype(np.bool_): torch.bool,
-    }[np.dtype(dtype)]
+    }
 
 
 def _from_torch(tensor):
@@ -274,6 +308,34 @@ def _from_torch(tensor):
         with cupy_stream(torch.cuda.current_stream(t.device).cuda_stream):
             arr = cupy.from_dlpack(t)
     return arr.view(_numpy_dtype(tensor.dtype)) if unsigned_wide else arr
+
+
+class TensorView:
+    """What a kernel needs of a torch CUDA tensor: pointer, shape, strides, dtype, device;
+    the attributes mirror cupy.ndarray's, so shape checks and launch tables read it alike."""
+
+    class _Data:
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+    class _Device:
+        def __init__(self, index):
+            self.id = index
+
+    def __init__(self, tensor):
+        import torch
+
+        self.tensor = tensor
+        self.shape = tuple(tensor.shape)
+        self.ndim = tensor.dim()
+        numpy_dtypes = {v: k for k, v in _TORCH_DTYPES().items()}
+        if tensor.dtype not in numpy_dtypes:
+            raise TypeError(f"images: dtype {tensor.dtype} is not supported, got {describe(tensor)}")
+        self.dtype = numpy_dtypes[tensor.dtype]
+        self.itemsize = tensor.element_size()
+        self.strides = tuple(s * self.itemsize for s in tensor.stride())
+        self.data = self._Data(tensor.data_ptr())
+        self.device = self._Device(tensor.device.index)
 
 
 def _int_twin(dtype):

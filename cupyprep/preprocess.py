@@ -230,7 +230,8 @@ def _gather(images):
             raise ValueError("images: expected at least one image (pass an empty NHWC array "
                              "for an empty batch)")
         first = _arrays.prepare(images[0], "images[0]")
-        arrays = [first.array] + [first.convert(im, f"images[{i}]") for i, im in enumerate(images[1:], 1)]
+        arrays = [first.array] + [first.convert_image(im, f"images[{i}]")
+                                  for i, im in enumerate(images[1:], 1)]
         return first, arrays, False
     first = _arrays.prepare(images, "images")
     arr = first.array
