@@ -6,6 +6,21 @@ kind out (PyTorch CUDA tensors without a copy). NumPy inputs run on the CPU back
 """
 from ._kernels import KernelCompileError, warmup
 from .color import swap_rb, to_gray
+from .detection import (
+    Detections,
+    batched_nms,
+    box_convert,
+    box_iou,
+    clip_boxes,
+    decode_boxes,
+    decode_landmarks,
+    decode_yolo,
+    encode_boxes,
+    multiclass_nms,
+    nms,
+    prior_boxes,
+    roi_align,
+)
 from .display import show
 from .interop import as_array, from_torch, stream, to_torch, use_torch_allocator
 from .geometry import resize
@@ -31,6 +46,19 @@ __all__ = [
     "Loader",
     "LoaderMeta",
     "show",
+    "nms",
+    "batched_nms",
+    "multiclass_nms",
+    "Detections",
+    "roi_align",
+    "box_convert",
+    "box_iou",
+    "clip_boxes",
+    "prior_boxes",
+    "decode_boxes",
+    "decode_landmarks",
+    "encode_boxes",
+    "decode_yolo",
     "KernelCompileError",
     "IMAGENET_MEAN",
     "IMAGENET_STD",

@@ -109,7 +109,7 @@ def variants(op: str | None = None) -> list[tuple[str, str]]:
 
 def _import_ops():
     # the op modules register their variants at import
-    from . import color, geometry, normalize, preprocess  # noqa: F401
+    from . import color, detection, geometry, normalize, preprocess  # noqa: F401
 
 
 # --- launching -------------------------------------------------------------------------

@@ -1,0 +1,320 @@
+"""Detection post-processing on the CPU, in NumPy: NMS (plain, per class, per image),
+box ops, anchor and YOLO decoders, roi_align.
+
+OpenCV has none of these, so NumPy computes them, with the float32 operation order of the
+kernels (and of torchvision's CUDA kernels, without their fused multiply-adds); the kernels
+are tested against this module and this module against torchvision.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+F32 = np.float32
+
+
+# --- ordering ------------------------------------------------------------------------------------
+def score_key(scores):
+    """uint32 keys that sort like the scores ascending: NaN above +inf (as torch.sort
+    treats it), -0.0 equal to +0.0."""
+    s = np.asarray(scores).astype(F32)
+    s = np.where(s == 0, F32(0), s)  # -0.0 -> +0.0
+    bits = s.view(np.uint32)
+    key = np.where(bits & np.uint32(0x80000000), ~bits, bits | np.uint32(0x80000000))
+    key = np.where(np.isnan(s), np.uint32(0xFFFFFFFF), key)
+    return key.astype(np.uint32)
+
+
+def descending_order(scores):
+    """Indices by descending score, ties by ascending index (a stable sort); NaN first."""
+    return np.argsort(~score_key(scores), kind="stable")
+
+
+# --- IoU -----------------------------------------------------------------------------------------
+def _round_half(x):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x.astype(np.float16).astype(F32)
+
+
+def iou_over(box, others, threshold, half):
+    """``IoU(box, others[j]) > threshold`` for one box against many, in torchvision's CUDA
+    arithmetic: float32, or for float16 boxes the side lengths rounded to float16 as
+    ``c10::Half`` arithmetic rounds them."""
+    a = box.astype(F32)
+    b = others.astype(F32)
+    left = np.fmax(a[0], b[:, 0])
+    right = np.fmin(a[2], b[:, 2])
+    top = np.fmax(a[1], b[:, 1])
+    bottom = np.fmin(a[3], b[:, 3])
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        w = right - left
+        h = bottom - top
+        ah = a[3] - a[1]
+        bh = b[:, 3] - b[:, 1]
+        if half:
+            w, h, ah, bh = _round_half(w), _round_half(h), _round_half(ah), _round_half(bh)
+        w = np.fmax(w, F32(0))
+        h = np.fmax(h, F32(0))
+        inter = w * h
+        area_a = (a[2] - a[0]) * ah
+        area_b = (b[:, 2] - b[:, 0]) * bh
+        iou = inter / ((area_a + area_b) - inter)
+        return iou > F32(threshold)
+
+
+def _greedy(sorted_boxes, threshold, half, classes=None, limit=None):
+    """Greedy NMS over boxes already in processing order: positions kept."""
+    n = len(sorted_boxes)
+    suppressed = np.zeros(n, bool)
+    keep = []
+    limit = n if limit is None else limit
+    for i in range(n):
+        if len(keep) >= limit:
+            break
+        if suppressed[i]:
+            continue
+        keep.append(i)
+        if i + 1 < n:
+            over = iou_over(sorted_boxes[i], sorted_boxes[i + 1:], threshold, half)
+            if classes is not None:
+                over &= classes[i + 1:] == classes[i]
+            suppressed[i + 1:] |= over
+    return np.asarray(keep, np.int64)
+
+
+def nms(boxes, scores, iou_threshold, classes=None):
+    """Kept indices (int64), by descending score; ``classes`` limits suppression to boxes
+    of the same class (batched_nms)."""
+    order = descending_order(scores)
+    half = boxes.dtype == np.float16
+    cls = None if classes is None else np.asarray(classes)[order]
+    keep = _greedy(np.asarray(boxes)[order], iou_threshold, half, cls)
+    return order[keep].astype(np.int64)
+
+
+def multiclass_nms(boxes, scores, iou_threshold, score_threshold, top_k, max_detections,
+                   class_agnostic):
+    """Per image: candidates (box, class) with score > score_threshold, the top_k best,
+    NMS within a class (or across classes), the first max_detections kept.
+
+    ``boxes`` (B, N, 4); ``scores`` (B, N, C). Returns padded ``(indices (B, D) box index,
+    classes (B, D), counts (B,))`` with -1 in unused slots.
+    """
+    B, N, C = scores.shape
+    D = max_detections
+    indices = np.full((B, D), -1, np.int64)
+    classes = np.full((B, D), -1, np.int64)
+    counts = np.zeros(B, np.int64)
+    half = boxes.dtype == np.float16
+    for b in range(B):
+        s = scores[b]
+        if class_agnostic:
+            box_idx = np.arange(N)
+            cls = best_class(s)
+            cand = s[box_idx, cls]
+        else:
+            box_idx = np.repeat(np.arange(N), C)
+            cls = np.tile(np.arange(C), N)
+            cand = s.reshape(-1)
+        if score_threshold is not None:
+            with np.errstate(invalid="ignore"):
+                valid = cand.astype(F32) > F32(score_threshold)
+            box_idx, cls, cand = box_idx[valid], cls[valid], cand[valid]
+        order = descending_order(cand)
+        if top_k is not None:
+            order = order[:top_k]
+        keep = _greedy(boxes[b][box_idx[order]], iou_threshold, half,
+                       None if class_agnostic else cls[order], limit=D)
+        k = len(keep)
+        counts[b] = k
+        indices[b, :k] = box_idx[order][keep]
+        classes[b, :k] = cls[order][keep]
+    return indices, classes, counts
+
+
+def best_class(scores):
+    """Per row, the class of the highest score in the sort order (NaN highest); the lowest
+    class index among ties."""
+    key = score_key(scores)
+    return np.argmax(key, axis=-1)
+
+
+# --- box ops -------------------------------------------------------------------------------------
+def box_convert(boxes, in_fmt, out_fmt):
+    """torchvision's box_convert arithmetic in the boxes' dtype (via xyxy)."""
+    b = np.asarray(boxes)
+    dt = b.dtype
+    h = dt.type(0.5)
+    x, y, p, q = (b[..., i] for i in range(4))
+    with np.errstate(over="ignore", invalid="ignore"):
+        if in_fmt == "xyxy":
+            x1, y1, x2, y2 = x, y, p, q
+        elif in_fmt == "xywh":
+            x1, y1, x2, y2 = x, y, x + p, y + q
+        else:  # cxcywh
+            x1, y1, x2, y2 = x - h * p, y - h * q, x + h * p, y + h * q
+        if out_fmt == "xyxy":
+            out = (x1, y1, x2, y2)
+        elif out_fmt == "xywh":
+            out = (x1, y1, x2 - x1, y2 - y1)
+        else:
+            out = ((x1 + x2) / dt.type(2), (y1 + y2) / dt.type(2), x2 - x1, y2 - y1)
+    return np.stack(out, axis=-1).astype(dt)
+
+
+def clip_boxes(boxes, size):
+    """x to [0, width], y to [0, height]."""
+    b = np.asarray(boxes)
+    H, W = size
+    hi = np.array([W, H, W, H], b.dtype)
+    return np.minimum(np.maximum(b, b.dtype.type(0)), hi).astype(b.dtype)
+
+
+def box_iou(boxes1, boxes2):
+    """(N, M) IoU in float32 (float16 boxes: inputs read exactly, arithmetic in float32)."""
+    a = np.asarray(boxes1).astype(F32)
+    b = np.asarray(boxes2).astype(F32)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+        area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+        w = np.fmax(np.fmin(a[:, None, 2], b[None, :, 2]) - np.fmax(a[:, None, 0], b[None, :, 0]), F32(0))
+        h = np.fmax(np.fmin(a[:, None, 3], b[None, :, 3]) - np.fmax(a[:, None, 1], b[None, :, 1]), F32(0))
+        inter = w * h
+        return (inter / ((area_a[:, None] + area_b[None, :]) - inter)).astype(F32)
+
+
+# --- decoders ------------------------------------------------------------------------------------
+def decode_anchors(loc, priors, variances):
+    """SSD / RetinaFace: ``loc`` (..., P, 4) offsets against ``priors`` (P, 4) cxcywh ->
+    xyxy in the priors' units, float32 in the kernel's operation order."""
+    v0, v1 = F32(variances[0]), F32(variances[1])
+    l = np.asarray(loc).astype(F32)
+    p = np.asarray(priors).astype(F32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cx = p[:, 0] + (l[..., 0] * v0) * p[:, 2]
+        cy = p[:, 1] + (l[..., 1] * v0) * p[:, 3]
+        w = p[:, 2] * np.exp(l[..., 2] * v1)
+        h = p[:, 3] * np.exp(l[..., 3] * v1)
+        x1 = cx - w / F32(2)
+        y1 = cy - h / F32(2)
+        return np.stack([x1, y1, x1 + w, y1 + h], axis=-1).astype(F32)
+
+
+def decode_landmarks(pre, priors, variances):
+    """RetinaFace landmarks: ``pre`` (..., P, 2L) -> points (..., P, L, 2) in the priors'
+    units."""
+    v0 = F32(variances[0])
+    l = np.asarray(pre).astype(F32)
+    p = np.asarray(priors).astype(F32)
+    pts = l.reshape(l.shape[:-1] + (-1, 2))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (p[:, None, :2] + (pts * v0) * p[:, None, 2:]).astype(F32)
+
+
+def encode_anchors(boxes, priors, variances):
+    """The inverse of :func:`decode_anchors` (float64 math, float32 out)."""
+    b = np.asarray(boxes, np.float64)
+    p = np.asarray(priors, np.float64)
+    cx = (b[..., 0] + b[..., 2]) / 2
+    cy = (b[..., 1] + b[..., 3]) / 2
+    w = b[..., 2] - b[..., 0]
+    h = b[..., 3] - b[..., 1]
+    return np.stack([(cx - p[:, 0]) / (variances[0] * p[:, 2]),
+                     (cy - p[:, 1]) / (variances[0] * p[:, 3]),
+                     np.log(w / p[:, 2]) / variances[1],
+                     np.log(h / p[:, 3]) / variances[1]], axis=-1).astype(F32)
+
+
+def decode_yolo(pred, objectness):
+    """YOLO rows (cx, cy, w, h, [obj,] class scores...) -> xyxy boxes and per-class scores
+    (obj * class score when ``objectness``)."""
+    x = np.asarray(pred).astype(F32)
+    cx, cy, w, h = x[..., 0], x[..., 1], x[..., 2], x[..., 3]
+    hw, hh = w * F32(0.5), h * F32(0.5)
+    boxes = np.stack([cx - hw, cy - hh, cx + hw, cy + hh], axis=-1)
+    if objectness:
+        scores = x[..., 5:] * x[..., 4:5]
+    else:
+        scores = x[..., 4:]
+    return boxes.astype(F32), scores.astype(F32)
+
+
+# --- roi_align -----------------------------------------------------------------------------------
+def roi_align(features, rois, output_size, spatial_scale, sampling_ratio, aligned):
+    """torchvision's roi_align forward, in float32 with its CUDA kernel's operation order
+    (no fused multiply-adds). ``features`` (N, C, H, W); ``rois`` (K, 5) float32."""
+    N, C, H, W = features.shape
+    PH, PW = output_size
+    K = rois.shape[0]
+    out = np.zeros((K, C, PH, PW), F32)
+    feats = features.astype(F32)
+    scale = F32(spatial_scale)
+    offset = F32(0.5 if aligned else 0.0)
+    ph = np.arange(PH, dtype=F32)[:, None]
+    pw = np.arange(PW, dtype=F32)[None, :]
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for k in range(K):
+            r = rois[k].astype(F32)
+            if not np.isfinite(r[0]) or not (0 <= int(r[0]) < N):
+                continue  # an image index outside the batch: zeros
+            img = feats[int(r[0])]
+            sw = r[1] * scale - offset
+            sh = r[2] * scale - offset
+            ew = r[3] * scale - offset
+            eh = r[4] * scale - offset
+            rw, rh = ew - sw, eh - sh
+            if not aligned:
+                rw, rh = np.fmax(rw, F32(1)), np.fmax(rh, F32(1))
+            bh = rh / F32(PH)
+            bw = rw / F32(PW)
+            gh = sampling_ratio if sampling_ratio > 0 else _ceil_int(rh / F32(PH))
+            gw = sampling_ratio if sampling_ratio > 0 else _ceil_int(rw / F32(PW))
+            count = F32(max(gh * gw, 1))
+            acc = np.zeros((C, PH, PW), F32)
+            for iy in range(gh):
+                y = (sh + ph * bh) + (F32(iy + 0.5) * bh) / F32(gh)
+                for ix in range(gw):
+                    x = (sw + pw * bw) + (F32(ix + 0.5) * bw) / F32(gw)
+                    acc += _bilinear(img, np.broadcast_to(y, (PH, PW)), np.broadcast_to(x, (PH, PW)))
+            out[k] = acc / count
+    return out
+
+
+def _ceil_int(v):
+    # as the kernel: a count that is not finite or absurdly large is an empty grid
+    v = float(v)
+    if not (-1048576.0 < v < 1048576.0):
+        return 0
+    return int(np.ceil(v))
+
+
+def _bilinear(img, y, x):
+    """One bilinear sample per (ph, pw) for all channels: (C, PH, PW)."""
+    C, H, W = img.shape
+    y = y.astype(F32).copy()
+    x = x.astype(F32).copy()
+    inside = (y >= -1.0) & (y <= H) & (x >= -1.0) & (x <= W)
+    y = np.where(inside, y, F32(0))
+    x = np.where(inside, x, F32(0))
+    y = np.where(y <= 0, F32(0), y)
+    x = np.where(x <= 0, F32(0), x)
+    y_low = y.astype(np.int64)
+    x_low = x.astype(np.int64)
+    y_top = y_low >= H - 1
+    x_top = x_low >= W - 1
+    y_low = np.where(y_top, H - 1, y_low)
+    x_low = np.where(x_top, W - 1, x_low)
+    y_high = np.where(y_top, H - 1, y_low + 1)
+    x_high = np.where(x_top, W - 1, x_low + 1)
+    y = np.where(y_top, y_low.astype(F32), y)
+    x = np.where(x_top, x_low.astype(F32), x)
+    ly = y - y_low.astype(F32)
+    lx = x - x_low.astype(F32)
+    hy = F32(1) - ly
+    hx = F32(1) - lx
+    w1, w2, w3, w4 = hy * hx, hy * lx, ly * hx, ly * lx
+    v1 = img[:, y_low, x_low]
+    v2 = img[:, y_low, x_high]
+    v3 = img[:, y_high, x_low]
+    v4 = img[:, y_high, x_high]
+    val = ((w1 * v1 + w2 * v2) + w3 * v3) + w4 * v4
+    return np.where(inside, val, F32(0))

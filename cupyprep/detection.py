@@ -1,0 +1,869 @@
+"""Detection post-processing: NMS (torchvision's, per class, per image of a batch), box
+ops, anchor (SSD / RetinaFace) and YOLO decoders, roi_align.
+
+On CuPy arrays and torch CUDA tensors everything runs on the GPU, the greedy NMS pass
+included; NumPy arrays and torch CPU tensors run the NumPy backend (``cupyprep.cpu``).
+"""
+from __future__ import annotations
+
+import numbers
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _arrays, _kernels, _validate
+from .cpu import detection as cpu
+from .geometry import C_TYPES, launch_1d
+
+__all__ = [
+    "nms",
+    "batched_nms",
+    "multiclass_nms",
+    "Detections",
+    "FlatDetections",
+    "box_convert",
+    "clip_boxes",
+    "box_iou",
+    "prior_boxes",
+    "decode_boxes",
+    "decode_landmarks",
+    "encode_boxes",
+    "decode_yolo",
+    "roi_align",
+]
+
+BOX_DTYPES = (np.float32, np.float16)
+BOX_FORMATS = ("xyxy", "xywh", "cxcywh")
+_INT_DTYPES = (np.int64, np.int32, np.int16, np.int8, np.uint8)
+
+_CLS_NONE, _CLS_PER_CANDIDATE, _CLS_FROM_BOX, _CLS_BEST = 0, 1, 2, 3
+
+
+def _t(dtype):
+    return C_TYPES[np.dtype(dtype)]
+
+
+def _b(flag):
+    return "true" if flag else "false"
+
+
+def _nms_variants():
+    out = []
+    for ts in BOX_DTYPES:
+        for best in (False, True):
+            out.append(f"cupyprep_nms_keys<{_t(ts)}, {_b(best)}>")
+    for tb in BOX_DTYPES:
+        for cls in range(4):
+            out.append(f"cupyprep_nms_gather<{_t(tb)}, {cls}>")
+    for half in (False, True):
+        for classes in (False, True):
+            out.append(f"cupyprep_nms_mask<{_b(half)}, {_b(classes)}>")
+    for glob in (False, True):
+        out.append(f"cupyprep_nms_reduce<{_b(glob)}>")
+    for tb in BOX_DTYPES:
+        for ts in BOX_DTYPES:
+            out.append(f"cupyprep_nms_emit<{_t(tb)}, {_t(ts)}>")
+    return out
+
+
+def _roi_align_variants():
+    return [f"cupyprep_roi_align<{_t(d)}, {_b(a)}>" for d in BOX_DTYPES for a in (False, True)]
+
+
+_kernels.register_variants("nms", "nms.cu", _nms_variants)
+_kernels.register_variants("roi_align", "roi_align.cu", _roi_align_variants)
+
+_SHARED_WORDS = 4096  # CUPYPREP_NMS_SHARED_WORDS in nms.cu
+_REDUCE_THREADS = 256
+
+
+# --- argument checks -------------------------------------------------------------------------------
+def _check_boxes(name, arr, ndim=2):
+    if arr.ndim != ndim or arr.shape[-1] != 4:
+        want = "(N, 4)" if ndim == 2 else "(B, N, 4)"
+        raise ValueError(f"{name}: expected shape {want}, got {_arrays.describe(arr)}")
+    return _validate.dtype_in(name, arr, BOX_DTYPES)
+
+
+def _threshold(name, value):
+    return _validate.number(name, value)
+
+
+def _positive_int(name, value, allow_none=False):
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name}: expected a positive int{' or None' if allow_none else ''}, got {value!r}")
+    return int(value)
+
+
+def _to_host(x):
+    """A small device result as NumPy (the one synchronizing read)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if _arrays._is_torch(x):
+        return x.cpu().numpy()
+    return x.get()
+
+
+def _to_numpy_like(call, array):
+    """A CPU-backend result handed back as the caller's kind (numpy or torch CPU); 0-d
+    results stay 0-d."""
+    array = np.asarray(array)
+    return call.result(array if array.flags.c_contiguous else array.copy()).reshape(array.shape)
+
+
+# --- the GPU NMS pipeline ----------------------------------------------------------------------------
+def _argsort(call, native, view):
+    if call.kind == "torch":
+        import torch
+
+        order = torch.sort(native, stable=True).indices
+        return _arrays._from_torch(order)
+    if call.kind == "cupy":
+        return call.xp.argsort(view)  # thrust's stable sort
+    return np.argsort(view, kind="stable")
+
+
+def _scratch(call, shape, dtype):
+    """A temporary on the caller's allocator (torch's caching allocator for torch inputs,
+    so the pipeline stays capturable in a CUDA graph)."""
+    return call.output(None, shape, dtype)
+
+
+def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_threshold,
+                  score_threshold, top_k, max_det, cls_mode, class_src=None, s_cls=0,
+                  want_classes=False):
+    """Launch keys -> argsort -> gather -> mask -> reduce. Returns device arrays
+    ``(ids (B, max_det) int64, classes (B, max_det) int64 or None, counts (B,) int64)``."""
+    i32, i64, f32 = np.int32, np.int64, np.float32
+    best = cls_mode == _CLS_BEST
+    S = N if (best or cls_mode != _CLS_PER_CANDIDATE) else N * C
+    Kc = S if top_k is None else min(S, top_k)
+    cb = (Kc + 63) // 64
+    total = B * S
+    keys_native, keys = _scratch(call, (total,), np.int64)
+    best_arr = _scratch(call, (total,), np.int64)[1] if best else None
+    fn = _kernels.get_function("nms.cu", f"cupyprep_nms_keys<{_t(scores.dtype)}, {_b(best)}>")
+    has_thr = score_threshold is not None
+    launch_1d(fn, total, (scores, i64(s_strides[0]), i64(s_strides[1]), i64(s_strides[2]), i32(N),
+                          i32(C), i32(has_thr), f32(score_threshold if has_thr else 0.0), i64(total),
+                          keys, best_arr))
+    perm = _argsort(call, keys_native, keys)
+    sboxes = _scratch(call, (B * Kc * 4,), np.float32)[1]
+    sid = _scratch(call, (B * Kc,), np.int64)[1]
+    mcount = _scratch(call, (B,), np.int32)[1]
+    classes = cls_mode != _CLS_NONE
+    scls = _scratch(call, (B * Kc,), np.int64)[1] if classes else None
+    src = best_arr if best else class_src
+    fn = _kernels.get_function("nms.cu", f"cupyprep_nms_gather<{_t(boxes.dtype)}, {cls_mode}>")
+    launch_1d(fn, B * Kc, (boxes, i64(b_strides[0]), i64(b_strides[1]), i64(b_strides[2]), keys, perm,
+                           src, i64(s_cls), i64(S), i32(C), i32(Kc), i64(B * Kc), sboxes, scls, sid,
+                           mcount))
+    words = 64 * (cb * (cb + 1) // 2)
+    mask = _scratch(call, (B * words,), np.uint64)[1]
+    half = boxes.dtype == np.float16
+    # best-class candidates carry a class for the output but suppress across classes
+    mask_classes = cls_mode == _CLS_FROM_BOX or (cls_mode == _CLS_PER_CANDIDATE and C > 1)
+    fn = _kernels.get_function("nms.cu", f"cupyprep_nms_mask<{_b(half)}, {_b(mask_classes)}>")
+    fn((cb, cb, B), (64,), (sboxes, scls, mcount, i32(Kc), i32(cb), f32(iou_threshold), mask))
+    glob = cb > _SHARED_WORDS
+    remv = _scratch(call, (B * cb,), np.uint64)[1] if glob else None
+    ids = _scratch(call, (B, max_det), np.int64)
+    cls_out = _scratch(call, (B, max_det), np.int64) if want_classes else (None, None)
+    counts = _scratch(call, (B,), np.int64)
+    fn = _kernels.get_function("nms.cu", f"cupyprep_nms_reduce<{_b(glob)}>")
+    fn((B,), (_REDUCE_THREADS,), (mask, mcount, sid, scls if want_classes else None, i32(Kc), i32(cb),
+                                  i32(max_det), remv, ids[1], cls_out[1], counts[1]))
+    return ids, cls_out, counts
+
+
+def _finish(call, ids, counts, return_count):
+    """``(ids (1, N), counts (1,))`` -> the kept indices, or the sync-free pair."""
+    ids_native, _ = ids
+    counts_native, counts_view = counts
+    if return_count:
+        return ids_native[0], counts_native[0]
+    k = int(_to_host(counts_view)[0])  # the one 8-byte device-to-host read
+    return ids_native[0, :k]
+
+
+def _empty_result(call, n, return_count):
+    if call.kind == "torch":
+        import torch
+
+        dev = call.tensor.device
+        idx = torch.full((n,), -1, dtype=torch.int64, device=dev)
+        cnt = torch.zeros((), dtype=torch.int64, device=dev)
+        return (idx, cnt) if return_count else idx[:0]
+    xp = call.xp
+    return (xp.full((n,), -1, np.int64), xp.zeros((), np.int64)) if return_count else xp.empty((0,), np.int64)
+
+
+def _cpu_count_form(call, keep, n, return_count):
+    if not return_count:
+        return _to_numpy_like(call, keep)
+    padded = np.full((n,), -1, np.int64)
+    padded[: len(keep)] = keep
+    return _to_numpy_like(call, padded), _to_numpy_like(call, np.array(len(keep), np.int64))
+
+
+def nms(boxes, scores, iou_threshold, *, return_count=False):
+    """Non-maximum suppression, exactly ``torchvision.ops.nms``.
+
+    Parameters
+    ----------
+    boxes : (N, 4) float32 or float16, xyxy (numpy, cupy or torch)
+    scores : (N,) float32 or float16, same kind
+    iou_threshold : float
+        A box is removed when its IoU with a kept, higher-scoring box is ``> iou_threshold``.
+    return_count : bool
+        ``False``: return the kept indices; their number is read back from the device (one
+        8-byte device-to-host copy, which waits for the kernels). ``True``: return
+        ``(indices, count)`` with ``indices`` (N,) int64 padded with -1 after the first
+        ``count`` and ``count`` a 0-d int64 device array: no synchronization, legal inside
+        CUDA graph capture (torch inputs allocate every temporary through torch).
+
+    Returns
+    -------
+    (K,) int64 indices of the kept boxes, by descending score; same kind as ``boxes``.
+
+    Convention
+    ----------
+    Boxes are sorted by descending score with a stable sort: equal scores keep ascending
+    index order (torchvision's CUDA sort is not guaranteed stable, so its order among exact
+    ties may differ); NaN scores sort first (as ``torch.sort`` puts them), ``-0.0`` ties
+    with ``0.0``. IoU is torchvision's CUDA arithmetic in float32 (float16 boxes: the side
+    lengths rounded to float16, as its half arithmetic does), every operation rounded
+    separately; the threshold is compared as float32 (as torchvision's CUDA kernel does).
+    Degenerate boxes (x2 < x1 or y2 < y1) follow the same arithmetic (their area is
+    negative or zero); NaN coordinates give NaN IoU, which suppresses nothing. The whole
+    greedy pass runs on the GPU in one block: no mask goes to the host.
+
+    Example
+    -------
+    >>> keep = cupyprep.nms(boxes, scores, 0.5)                        # doctest: +SKIP
+    """
+    return _nms_call(boxes, scores, None, iou_threshold, return_count)
+
+
+def batched_nms(boxes, scores, idxs, iou_threshold, *, return_count=False):
+    """NMS per category, equal to ``torchvision.ops.batched_nms``.
+
+    Parameters
+    ----------
+    boxes : (N, 4) float32 / float16 xyxy; scores : (N,) float32 / float16;
+    idxs : (N,) integer category of each box; iou_threshold : float;
+    return_count : bool, as :func:`nms`.
+
+    Returns
+    -------
+    (K,) int64 indices of the kept boxes, by descending score (across categories).
+
+    Convention
+    ----------
+    Boxes of different categories never suppress each other; IoU is computed only within
+    a category, so the result is the per-category :func:`nms`, not torchvision's
+    coordinate-offset trick (whose shifted coordinates can round an IoU differently).
+    Ties in score across categories are ordered by index.
+
+    Example
+    -------
+    >>> keep = cupyprep.batched_nms(boxes, scores, labels, 0.5)        # doctest: +SKIP
+    """
+    return _nms_call(boxes, scores, idxs, iou_threshold, return_count)
+
+
+def _nms_call(boxes, scores, idxs, iou_threshold, return_count):
+    call = _arrays.prepare(boxes, "boxes")
+    b = call.array
+    _check_boxes("boxes", b)
+    s = call.convert(scores, "scores")
+    _validate.dtype_in("scores", s, BOX_DTYPES)
+    n = b.shape[0]
+    if s.shape != (n,):
+        raise ValueError(f"scores: expected shape ({n},) like boxes, got {_arrays.describe(s)}")
+    cls = None
+    if idxs is not None:
+        cls = call.convert(idxs, "idxs")
+        _validate.dtype_in("idxs", cls, _INT_DTYPES)
+        if cls.shape != (n,):
+            raise ValueError(f"idxs: expected shape ({n},) like boxes, got {_arrays.describe(cls)}")
+    thr = _threshold("iou_threshold", iou_threshold)
+    if n >= 2**31:
+        raise ValueError(f"boxes: expected fewer than 2**31 boxes, got {n}")
+    if not call.device:
+        keep = cpu.nms(b, s, thr, None if cls is None else np.asarray(cls))
+        return _cpu_count_form(call, keep, n, return_count)
+    if n == 0:
+        return _empty_result(call, 0, return_count)
+    with call.launch():
+        bs = _arrays.element_strides(b, "boxes")
+        ss = _arrays.element_strides(s, "scores")
+        if cls is not None:
+            if cls.dtype != np.int64:
+                cls = cls.astype(np.int64)
+            cls_mode, s_cls = _CLS_FROM_BOX, _arrays.element_strides(cls, "idxs")[0]
+        else:
+            cls_mode, s_cls = _CLS_NONE, 0
+        ids, _, counts = _nms_pipeline(
+            call, b, (0, bs[0], bs[1]), s, (0, ss[0], 0), 1, n, 1, iou_threshold=thr,
+            score_threshold=None, top_k=None, max_det=n, cls_mode=cls_mode, class_src=cls,
+            s_cls=s_cls)
+        ids = (ids[0], ids[1])
+        return _finish(call, ids, counts, return_count)
+
+
+# --- batched multiclass NMS ----------------------------------------------------------------------------
+class FlatDetections(NamedTuple):
+    """All images' detections in one list: ``boxes`` (K, 4), ``scores`` (K,), ``classes``
+    (K,) int64, ``image_index`` (K,) int64, ``indices`` (K,) int64 box index in its image."""
+
+    boxes: object
+    scores: object
+    classes: object
+    image_index: object
+    indices: object
+
+
+class Detections(NamedTuple):
+    """Per-image detections padded to ``max_detections`` (TensorRT EfficientNMS's layout).
+
+    ``counts`` (B,) int64: valid detections per image; ``boxes`` (B, D, 4) in the boxes'
+    dtype; ``scores`` (B, D) in the scores' dtype; ``classes`` (B, D) int64; ``indices``
+    (B, D) int64, the box index in its image. Slots at and after ``counts[b]`` hold zero
+    boxes and scores and -1 classes and indices.
+    """
+
+    counts: object
+    boxes: object
+    scores: object
+    classes: object
+    indices: object
+
+    def flatten(self):
+        """The valid detections of every image concatenated, image by image (one read of
+        ``counts`` from the device)."""
+        counts = _to_host(self.counts).astype(np.int64)
+        B, D = self.classes.shape[:2]
+        sel = (np.arange(D)[None, :] < counts[:, None]).reshape(-1)
+        image = np.repeat(np.arange(B, dtype=np.int64), counts)
+        flat = np.nonzero(sel)[0]
+        if isinstance(self.counts, np.ndarray):
+            take = flat
+            image_index = image
+        elif _arrays._is_torch(self.counts):
+            import torch
+
+            take = torch.as_tensor(flat, device=self.counts.device)
+            image_index = torch.as_tensor(image, device=self.counts.device)
+        else:
+            import cupy
+
+            take = cupy.asarray(flat)
+            image_index = cupy.asarray(image)
+        return FlatDetections(self.boxes.reshape(B * D, 4)[take], self.scores.reshape(-1)[take],
+                              self.classes.reshape(-1)[take], image_index,
+                              self.indices.reshape(-1)[take])
+
+    def to_original(self, meta, clip=True):
+        """The boxes in original-image coordinates through a
+        :class:`cupyprep.PreprocessMeta` (``meta.to_original``); other fields unchanged.
+        Padded slots stay meaningless."""
+        return self._replace(boxes=meta.to_original(self.boxes, clip=clip))
+
+
+def multiclass_nms(boxes, scores, *, iou_threshold=0.5, score_threshold=None, top_k=None,
+                   max_detections=100, class_agnostic=False):
+    """NMS for a batch of images in one call, per class or across classes.
+
+    Parameters
+    ----------
+    boxes : (B, N, 4) or (N, 4) float32 / float16 xyxy
+    scores : (B, N) / (N,) one class, or (B, N, C) / (N, C) per class; float32 / float16
+    iou_threshold : float
+        Suppress when IoU > iou_threshold (as :func:`nms`).
+    score_threshold : float, optional
+        Candidates need ``score > score_threshold`` (NaN scores never pass); without it
+        every candidate takes part, NaN scores first.
+    top_k : int, optional
+        Per image, only the ``top_k`` best candidates (after the score threshold) enter NMS.
+    max_detections : int
+        Per image, the first ``max_detections`` kept (by descending score) are returned.
+    class_agnostic : bool
+        ``False``: every (box, class) pair with a passing score is a candidate and only
+        candidates of the same class suppress each other. ``True``: one candidate per box,
+        its best class (the highest score, NaN highest, the lowest class among ties), and
+        any two boxes suppress each other.
+
+    Returns
+    -------
+    :class:`Detections` (padded per image; a single image's (N, 4) boxes still give B = 1, counts on the device: no synchronization);
+    ``.flatten()`` gives :class:`FlatDetections`, ``.to_original(meta)`` maps the boxes back
+    through a :class:`cupyprep.PreprocessMeta`.
+
+    Convention
+    ----------
+    Per image, equal to: candidates filtered by score, ordered by descending score (stable:
+    ties by ascending ``n * C + c``), cut to ``top_k``, then
+    ``torchvision.ops.batched_nms(boxes, scores, classes, iou_threshold)`` (or ``nms`` when
+    class-agnostic), then cut to ``max_detections``.
+
+    Example
+    -------
+    >>> det = cupyprep.multiclass_nms(boxes, scores, score_threshold=0.25)   # doctest: +SKIP
+    >>> det.counts, det.boxes[0, :det.counts[0]]                               # doctest: +SKIP
+    """
+    call = _arrays.prepare(boxes, "boxes")
+    b = call.array
+    squeeze = b.ndim == 2
+    if squeeze:
+        _check_boxes("boxes", b)
+        b = b[None]
+    else:
+        _check_boxes("boxes", b, ndim=3)
+    s = call.convert(scores, "scores")
+    _validate.dtype_in("scores", s, BOX_DTYPES)
+    if squeeze:
+        s = s[None]
+    B, N = b.shape[:2]
+    if s.ndim == 2:
+        s = s[:, :, None]
+    if s.ndim != 3 or s.shape[:2] != (B, N):
+        want = f"({N},) or ({N}, C)" if squeeze else f"({B}, {N}) or ({B}, {N}, C)"
+        raise ValueError(f"scores: expected shape {want} like boxes, got {_arrays.describe(scores)}")
+    C = s.shape[2]
+    if C == 0:
+        raise ValueError(f"scores: expected at least one class, got {_arrays.describe(scores)}")
+    thr = _threshold("iou_threshold", iou_threshold)
+    sthr = None if score_threshold is None else _threshold("score_threshold", score_threshold)
+    top_k = _positive_int("top_k", top_k, allow_none=True)
+    D = _positive_int("max_detections", max_detections)
+    agnostic = bool(class_agnostic)
+    per_box = 1 if (agnostic or C == 1) else C
+    if N * per_box >= 2**31:
+        raise ValueError(f"scores: expected fewer than 2**31 candidates per image, got {N * per_box}")
+    if not call.device:
+        idx, cls, counts = cpu.multiclass_nms(np.asarray(b), np.asarray(s), thr, sthr, top_k, D, agnostic)
+        bnp, snp = np.asarray(b), np.asarray(s)
+        valid = idx >= 0
+        safe = np.where(valid, idx, 0)
+        rows = np.arange(B)[:, None]
+        out_boxes = np.where(valid[..., None], bnp[rows, safe], 0).astype(b.dtype)
+        out_scores = np.where(valid, snp[rows, safe, np.where(valid, cls, 0)], 0).astype(s.dtype)
+        det = (counts, out_boxes, out_scores, cls, idx)
+        return Detections(*(_to_numpy_like(call, a) for a in det))
+    with call.launch():
+        if N == 0 or B == 0:
+            return _empty_detections(call, B, D, b.dtype, s.dtype)
+        bs = _arrays.element_strides(b, "boxes")
+        ss = _arrays.element_strides(s, "scores")
+        if agnostic and C > 1:
+            cls_mode = _CLS_BEST
+        else:
+            cls_mode = _CLS_PER_CANDIDATE
+        ids, cls_out, counts = _nms_pipeline(
+            call, b, (bs[0], bs[1], bs[2]), s, (ss[0], ss[1], ss[2]), B, N, C, iou_threshold=thr,
+            score_threshold=sthr, top_k=top_k, max_det=D, cls_mode=cls_mode, want_classes=True)
+        out_b = call.output(None, (B, D, 4), b.dtype)
+        out_s = call.output(None, (B, D), s.dtype)
+        out_i = call.output(None, (B, D), np.int64)
+        fn = _kernels.get_function("nms.cu", f"cupyprep_nms_emit<{_t(b.dtype)}, {_t(s.dtype)}>")
+        i64 = np.int64
+        launch_1d(fn, B * D, (b, i64(bs[0]), i64(bs[1]), i64(bs[2]), s, i64(ss[0]), i64(ss[1]),
+                              i64(ss[2]), ids[1], cls_out[1], np.int32(per_box if cls_mode == _CLS_PER_CANDIDATE else 1),
+                              np.int32(D), i64(B * D), out_b[1], out_s[1], out_i[1]))
+        return Detections(counts[0], out_b[0], out_s[0], cls_out[0], out_i[0])
+
+
+def _empty_detections(call, B, D, bdt, sdt):
+    shapes = [((B,), np.int64, 0), ((B, D, 4), bdt, 0), ((B, D), sdt, 0), ((B, D), np.int64, -1),
+              ((B, D), np.int64, -1)]
+    out = []
+    for shape, dt, fill in shapes:
+        native, view = call.output(None, shape, dt)
+        view.fill(fill)
+        out.append(native)
+    return Detections(*out)
+
+
+# --- box ops ---------------------------------------------------------------------------------------
+def _box_arg(name, boxes, min_ndim=1):
+    call = _arrays.prepare(boxes, name)
+    arr = call.array
+    if arr.ndim < min_ndim or arr.shape[-1] != 4:
+        raise ValueError(f"{name}: expected shape (..., 4), got {_arrays.describe(arr)}")
+    _validate.dtype_in(name, arr, BOX_DTYPES)
+    return call, arr
+
+
+def box_convert(boxes, in_fmt, out_fmt):
+    """Convert boxes between ``xyxy``, ``xywh`` and ``cxcywh`` (``torchvision.ops.box_convert``).
+
+    ``boxes`` (..., 4) float32 / float16; returns the same shape, dtype and kind.
+
+    Convention
+    ----------
+    ``xywh``: top-left corner and size; ``cxcywh``: center and size. Conversions go
+    through xyxy in the boxes' dtype: ``x1 = cx - 0.5 * w``, ``cx = (x1 + x2) / 2``.
+
+    Example
+    -------
+    >>> xyxy = cupyprep.box_convert(pred[..., :4], "cxcywh", "xyxy")     # doctest: +SKIP
+    """
+    in_fmt = _validate.choice("in_fmt", in_fmt, BOX_FORMATS)
+    out_fmt = _validate.choice("out_fmt", out_fmt, BOX_FORMATS)
+    call, arr = _box_arg("boxes", boxes)
+    return _generic(call, lambda xp, a: _convert_xp(xp, a, in_fmt, out_fmt),
+                    lambda a: cpu.box_convert(a, in_fmt, out_fmt), arr)
+
+
+def _convert_xp(xp, b, in_fmt, out_fmt):
+    dt = b.dtype
+    h = dt.type(0.5)
+    x, y, p, q = (b[..., i] for i in range(4))
+    if in_fmt == "xyxy":
+        x1, y1, x2, y2 = x, y, p, q
+    elif in_fmt == "xywh":
+        x1, y1, x2, y2 = x, y, x + p, y + q
+    else:
+        x1, y1, x2, y2 = x - h * p, y - h * q, x + h * p, y + h * q
+    if out_fmt == "xyxy":
+        out = (x1, y1, x2, y2)
+    elif out_fmt == "xywh":
+        out = (x1, y1, x2 - x1, y2 - y1)
+    else:
+        out = ((x1 + x2) / dt.type(2), (y1 + y2) / dt.type(2), x2 - x1, y2 - y1)
+    return xp.stack(out, axis=-1).astype(dt)
+
+
+def _generic(call, gpu_fn, cpu_fn, *arrays):
+    """Element-wise box math: the NumPy backend on the CPU side; on the GPU side the same
+    expression on CuPy arrays, on the caller's stream (torch CUDA tensors are viewed as
+    CuPy and the result handed back through DLPack, without copies)."""
+    if not call.device or call.kind == "numpy":
+        return call.result(np.ascontiguousarray(cpu_fn(*(np.asarray(a) for a in arrays))))
+    import cupy
+
+    with call.launch():
+        res = gpu_fn(cupy, *arrays)
+        if call.kind == "torch":
+            import torch
+
+            return torch.from_dlpack(res)
+    return res
+
+
+def clip_boxes(boxes, size):
+    """Clip xyxy boxes to an image: x to [0, width], y to [0, height]
+    (``torchvision.ops.clip_boxes_to_image``).
+
+    ``boxes`` (..., 4) float32 / float16; ``size`` (height, width). Same shape, dtype, kind.
+
+    Example
+    -------
+    >>> boxes = cupyprep.clip_boxes(boxes, (1080, 1920))                 # doctest: +SKIP
+    """
+    H, W = _validate.size_hw("size", size)
+    call, arr = _box_arg("boxes", boxes)
+
+    def gpu(xp, b):
+        hi = xp.asarray(np.array([W, H, W, H], b.dtype))
+        return xp.minimum(xp.maximum(b, b.dtype.type(0)), hi)
+
+    return _generic(call, gpu, lambda b: cpu.clip_boxes(b, (H, W)), arr)
+
+
+def box_iou(boxes1, boxes2):
+    """Pairwise IoU of xyxy boxes (``torchvision.ops.box_iou``): (N, 4) and (M, 4) -> (N, M)
+    float32.
+
+    Convention
+    ----------
+    ``area = (x2 - x1) * (y2 - y1)``, ``inter = max(0, min(x2) - max(x1)) * max(0, ...)``,
+    ``iou = inter / (area1 + area2 - inter)``, in float32 (float16 boxes read exactly).
+    Empty unions give NaN, as in torchvision.
+
+    Example
+    -------
+    >>> iou = cupyprep.box_iou(pred, gt)                                  # doctest: +SKIP
+    """
+    call, a = _box_arg("boxes1", boxes1, 2)
+    b = call.convert(boxes2, "boxes2")
+    for name, arr in (("boxes1", a), ("boxes2", b)):
+        if arr.ndim != 2 or arr.shape[1] != 4:
+            raise ValueError(f"{name}: expected shape (N, 4), got {_arrays.describe(arr)}")
+        _validate.dtype_in(name, arr, BOX_DTYPES)
+
+    def gpu(xp, p, q):
+        p = p.astype(np.float32)
+        q = q.astype(np.float32)
+        area_p = (p[:, 2] - p[:, 0]) * (p[:, 3] - p[:, 1])
+        area_q = (q[:, 2] - q[:, 0]) * (q[:, 3] - q[:, 1])
+        w = xp.fmax(xp.fmin(p[:, None, 2], q[None, :, 2]) - xp.fmax(p[:, None, 0], q[None, :, 0]), np.float32(0))
+        h = xp.fmax(xp.fmin(p[:, None, 3], q[None, :, 3]) - xp.fmax(p[:, None, 1], q[None, :, 1]), np.float32(0))
+        inter = w * h
+        return inter / ((area_p[:, None] + area_q[None, :]) - inter)
+
+    return _generic(call, gpu, cpu.box_iou, a, b)
+
+
+# --- decoders --------------------------------------------------------------------------------------
+def prior_boxes(image_size, min_sizes, steps, clip=False):
+    """SSD / RetinaFace anchors (``PriorBox``): (P, 4) float32 NumPy, cxcywh normalized to
+    the image size.
+
+    Parameters
+    ----------
+    image_size : (height, width) of the network input
+    min_sizes : one sequence of anchor sizes (pixels) per feature level
+    steps : the stride (pixels) of each feature level
+    clip : clamp every value to [0, 1]
+
+    Convention
+    ----------
+    Level k has ``ceil(H / steps[k]) x ceil(W / steps[k])`` cells, row-major; each cell
+    gives one anchor per size: center ``((j + 0.5) * step / W, (i + 0.5) * step / H)``, size
+    ``(s / W, s / H)``; computed in double precision and rounded once to float32.
+
+    Example
+    -------
+    >>> priors = cupyprep.prior_boxes((640, 640), [[16, 32], [64, 128], [256, 512]], [8, 16, 32])   # doctest: +SKIP
+    """
+    H, W = _validate.size_hw("image_size", image_size)
+    if len(min_sizes) != len(steps):
+        raise ValueError(f"min_sizes: expected one entry per step ({len(steps)}), got {len(min_sizes)}")
+    out = []
+    for sizes, step in zip(min_sizes, steps):
+        step = _validate.number("steps", step)
+        if step <= 0:
+            raise ValueError(f"steps: expected positive values, got {steps!r}")
+        fh, fw = int(np.ceil(H / step)), int(np.ceil(W / step))
+        sizes = np.asarray(sizes, np.float64).reshape(-1)
+        i, j, k = np.meshgrid(np.arange(fh), np.arange(fw), np.arange(len(sizes)), indexing="ij")
+        cx = (j + 0.5) * step / W
+        cy = (i + 0.5) * step / H
+        sw = sizes[k] / W
+        sh = sizes[k] / H
+        out.append(np.stack([cx, cy, sw, sh], axis=-1).reshape(-1, 4))
+    pri = np.concatenate(out, axis=0) if out else np.zeros((0, 4))
+    if clip:
+        pri = np.clip(pri, 0.0, 1.0)
+    return pri.astype(np.float32)
+
+
+def _priors_for(call, priors, n):
+    p = np.asarray(_to_host(priors) if not isinstance(priors, np.ndarray) else priors, np.float32)
+    if p.ndim != 2 or p.shape != (n, 4):
+        raise ValueError(f"priors: expected shape ({n}, 4), got {_arrays.describe(priors)}")
+    return p
+
+
+def _variances(variances):
+    if len(variances) != 2:
+        raise ValueError(f"variances: expected two numbers, got {variances!r}")
+    return tuple(_validate.number("variances", v) for v in variances)
+
+
+def decode_boxes(loc, priors, variances=(0.1, 0.2)):
+    """SSD / RetinaFace box decoding: offsets against anchors -> xyxy boxes.
+
+    ``loc`` (..., P, 4) float32 / float16; ``priors`` (P, 4) cxcywh (from
+    :func:`prior_boxes`, any kind). Returns (..., P, 4) float32 xyxy in the priors' units
+    (normalized: multiply by (W, H, W, H) for pixels), same kind as ``loc``.
+
+    Convention
+    ----------
+    ``c = p_c + loc_c * v0 * p_wh``, ``wh = p_wh * exp(loc_wh * v1)``, ``x1y1 = c - wh / 2``,
+    ``x2y2 = x1y1 + wh`` (RetinaFace's ``decode``), in float32.
+
+    Example
+    -------
+    >>> boxes = cupyprep.decode_boxes(loc[0], priors) * scale              # doctest: +SKIP
+    """
+    call = _arrays.prepare(loc, "loc")
+    arr = call.array
+    if arr.ndim < 2 or arr.shape[-1] != 4:
+        raise ValueError(f"loc: expected shape (..., P, 4), got {_arrays.describe(arr)}")
+    _validate.dtype_in("loc", arr, BOX_DTYPES)
+    v = _variances(variances)
+    p = _priors_for(call, priors, arr.shape[-2])
+
+    def gpu(xp, l):
+        pp = xp.asarray(p)
+        l = l.astype(np.float32)
+        v0, v1 = np.float32(v[0]), np.float32(v[1])
+        cx = pp[:, 0] + (l[..., 0] * v0) * pp[:, 2]
+        cy = pp[:, 1] + (l[..., 1] * v0) * pp[:, 3]
+        w = pp[:, 2] * xp.exp(l[..., 2] * v1)
+        h = pp[:, 3] * xp.exp(l[..., 3] * v1)
+        x1 = cx - w / np.float32(2)
+        y1 = cy - h / np.float32(2)
+        return xp.stack([x1, y1, x1 + w, y1 + h], axis=-1)
+
+    return _generic(call, gpu, lambda l: cpu.decode_anchors(l, p, v), arr)
+
+
+def decode_landmarks(pre, priors, variances=(0.1, 0.2)):
+    """RetinaFace landmark decoding: ``pre`` (..., P, 2L) -> points (..., P, L, 2) float32
+    in the priors' units: ``p_c + pre * v0 * p_wh``.
+
+    Example
+    -------
+    >>> pts = cupyprep.decode_landmarks(landms[0], priors)                 # doctest: +SKIP
+    """
+    call = _arrays.prepare(pre, "pre")
+    arr = call.array
+    if arr.ndim < 2 or arr.shape[-1] % 2 or arr.shape[-1] == 0:
+        raise ValueError(f"pre: expected shape (..., P, 2L), got {_arrays.describe(arr)}")
+    _validate.dtype_in("pre", arr, BOX_DTYPES)
+    v = _variances(variances)
+    p = _priors_for(call, priors, arr.shape[-2])
+
+    def gpu(xp, l):
+        pp = xp.asarray(p)
+        pts = l.astype(np.float32).reshape(l.shape[:-1] + (-1, 2))
+        return pp[:, None, :2] + (pts * np.float32(v[0])) * pp[:, None, 2:]
+
+    return _generic(call, gpu, lambda l: cpu.decode_landmarks(l, p, v), arr)
+
+
+def encode_boxes(boxes, priors, variances=(0.1, 0.2)):
+    """The inverse of :func:`decode_boxes` (NumPy): xyxy boxes (..., P, 4) in the priors'
+    units -> offsets (..., P, 4) float32. For making targets and synthetic head outputs."""
+    return cpu.encode_anchors(np.asarray(boxes), np.asarray(priors), _variances(variances))
+
+
+def decode_yolo(pred, *, objectness=True):
+    """YOLO-style rows -> xyxy boxes and per-class scores, ready for :func:`multiclass_nms`.
+
+    ``pred`` (..., N, 5 + C) rows ``(cx, cy, w, h, obj, cls_0 ... cls_C-1)`` (YOLOv5), or
+    with ``objectness=False`` (..., N, 4 + C) rows ``(cx, cy, w, h, cls...)`` (YOLOv8,
+    transposed to rows). Returns ``(boxes (..., N, 4), scores (..., N, C))`` float32.
+
+    Convention
+    ----------
+    ``x1 = cx - w * 0.5``, ``x2 = cx + w * 0.5``; scores ``cls * obj`` (YOLOv5's
+    ``conf = obj_conf * cls_conf``), in float32.
+
+    Example
+    -------
+    >>> boxes, scores = cupyprep.decode_yolo(out)                          # doctest: +SKIP
+    >>> det = cupyprep.multiclass_nms(boxes, scores, score_threshold=0.25)   # doctest: +SKIP
+    """
+    call = _arrays.prepare(pred, "pred")
+    arr = call.array
+    extra = 5 if objectness else 4
+    if arr.ndim < 2 or arr.shape[-1] <= extra:
+        raise ValueError(f"pred: expected shape (..., N, {extra} + C) with C >= 1, got {_arrays.describe(arr)}")
+    _validate.dtype_in("pred", arr, BOX_DTYPES)
+
+    if not call.device or call.kind == "numpy":
+        bx, sc = cpu.decode_yolo(np.asarray(arr), objectness)
+        return call.result(bx), call.result(sc)
+    import cupy
+
+    with call.launch():
+        x = arr.astype(np.float32)
+        cx, cy, w, h = x[..., 0], x[..., 1], x[..., 2], x[..., 3]
+        hw, hh = w * np.float32(0.5), h * np.float32(0.5)
+        bx = cupy.stack([cx - hw, cy - hh, cx + hw, cy + hh], axis=-1)
+        sc = x[..., 5:] * x[..., 4:5] if objectness else cupy.ascontiguousarray(x[..., 4:])
+        if call.kind == "torch":
+            import torch
+
+            return torch.from_dlpack(bx), torch.from_dlpack(sc)
+    return bx, sc
+
+
+# --- roi_align -------------------------------------------------------------------------------------
+def _rois_table(call, rois, dtype):
+    """rois as (K, 5) float32 rows (image, x1, y1, x2, y2) on the features' side."""
+    if isinstance(rois, (list, tuple)):
+        parts = []
+        for i, r in enumerate(rois):
+            a = call.convert(r, f"rois[{i}]")
+            if a.ndim != 2 or a.shape[1] != 4:
+                raise ValueError(f"rois[{i}]: expected shape (K, 4), got {_arrays.describe(a)}")
+            _validate.dtype_in(f"rois[{i}]", a, BOX_DTYPES)
+            parts.append((i, a))
+        xp = call.xp if call.device else np
+        cols = [xp.concatenate([xp.full((a.shape[0], 1), i, np.float32), a.astype(np.float32)], axis=1)
+                for i, a in parts]
+        return xp.concatenate(cols, axis=0) if cols else xp.zeros((0, 5), np.float32)
+    a = call.convert(rois, "rois")
+    if a.ndim != 2 or a.shape[1] != 5:
+        raise ValueError(f"rois: expected shape (K, 5) or a list of (K_i, 4), got {_arrays.describe(a)}")
+    _validate.dtype_in("rois", a, BOX_DTYPES)
+    return a
+
+
+def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False):
+    """RoI Align forward, as ``torchvision.ops.roi_align``.
+
+    Parameters
+    ----------
+    features : (N, C, H, W) float32 or float16 (any strides)
+    rois : (K, 5) rows ``(image index, x1, y1, x2, y2)``, or a list of N arrays (K_i, 4)
+        of xyxy boxes per image; float32 or float16, same kind as ``features``
+    output_size : int or (height, width)
+    spatial_scale : float
+        Multiplies the roi coordinates (e.g. 0.25 for a stride-4 feature map).
+    sampling_ratio : int
+        Samples per bin side; <= 0: ``ceil(roi_size / output_size)`` (adaptive).
+    aligned : bool
+        ``True``: shift the roi by -0.5 pixel (pixel centers at +0.5; the correct
+        alignment); ``False``: torchvision's legacy convention (and rois at least 1x1).
+
+    Returns
+    -------
+    (K, C, PH, PW) in the features' dtype, same kind.
+
+    Convention
+    ----------
+    torchvision's CUDA kernel, step by step in float32 (every operation rounded separately:
+    torchvision's compiled kernel may fuse some into FMAs, so results agree within float32
+    rounding): bins of ``roi_size / output_size``, samples at ``(i + 0.5) / grid`` of a
+    bin, bilinear with torchvision's edge rules (samples beyond one pixel outside are 0),
+    the mean of the samples. float16 features are read exactly and computed in float32,
+    rounded once at the end (torchvision's half kernel rounds every step to float16).
+    A roi whose image index is outside ``[0, N)`` gives zeros (torchvision reads out of
+    bounds); an adaptive grid that is not finite counts as empty.
+
+    Example
+    -------
+    >>> pooled = cupyprep.roi_align(fmap, rois, 7, 0.25, 2, aligned=True)   # doctest: +SKIP
+    """
+    call = _arrays.prepare(features, "features")
+    f = call.array
+    if f.ndim != 4:
+        raise ValueError(f"features: expected an (N, C, H, W) array, got {_arrays.describe(f)}")
+    dtype = _validate.dtype_in("features", f, BOX_DTYPES)
+    if isinstance(output_size, numbers.Integral) and not isinstance(output_size, bool):
+        output_size = (int(output_size), int(output_size))
+    PH, PW = _validate.size_hw("output_size", output_size)
+    scale = _validate.number("spatial_scale", spatial_scale)
+    if not isinstance(sampling_ratio, numbers.Integral) or isinstance(sampling_ratio, bool):
+        raise TypeError(f"sampling_ratio: expected an int, got {sampling_ratio!r}")
+    table = _rois_table(call, rois, dtype)
+    N, C, H, W = f.shape
+    K = table.shape[0]
+    if not call.device:
+        res = cpu.roi_align(np.asarray(f), np.asarray(table, np.float32), (PH, PW), scale,
+                            int(sampling_ratio), bool(aligned))
+        return call.result(res.astype(dtype))
+    with call.launch():
+        native, out = call.output(None, (K, C, PH, PW), dtype)
+        total = K * C * PH * PW
+        if total == 0:
+            return native
+        if table.dtype != np.float32:
+            table = table.astype(np.float32)
+        rs = _arrays.element_strides(table, "rois")
+        fs = _arrays.element_strides(f, "features")
+        i32, i64 = np.int32, np.int64
+        fn = _kernels.get_function("roi_align.cu", f"cupyprep_roi_align<{_t(dtype)}, {_b(aligned)}>")
+        launch_1d(fn, total, (f, i64(fs[0]), i64(fs[1]), i64(fs[2]), i64(fs[3]), i32(N), i32(C), i32(H),
+                              i32(W), table, i64(rs[0]), i64(rs[1]), np.float32(scale), i32(PH), i32(PW),
+                              i32(sampling_ratio), i64(total), out))
+    return native

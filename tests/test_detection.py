@@ -1,0 +1,530 @@
+"""Detection post-processing: NMS (plain, per class, per image), box ops, decoders,
+roi_align. The NumPy backend against hand-worked cases and a plain-Python NMS (CI) and
+against torchvision where it imports; the kernels against the NumPy backend (emulated in
+CI, on the GPU with -m gpu) and against torchvision on the GPU."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cupyprep.detection as det
+from conftest import assert_close
+from cupyprep.cpu import detection as cpu
+
+
+def random_boxes(rng, n, extent=100.0, sides=(5.0, 30.0), dtype=np.float32):
+    """W3's recipe at a smaller scale: random centers, random sides."""
+    c = rng.uniform(0, extent, (n, 2))
+    s = rng.uniform(sides[0], sides[1], (n, 2))
+    return np.concatenate([c - s / 2, c + s / 2], axis=1).astype(dtype)
+
+
+def distinct_scores(rng, n, dtype=np.float32):
+    """Scores without ties (a permutation of evenly spaced values)."""
+    s = (rng.permutation(n) + 1) / (n + 1)
+    return s.astype(dtype)
+
+
+@np.errstate(all="ignore")
+def reference_nms(boxes, scores, threshold, classes=None):
+    """torchvision's algorithm in plain Python: sort, then for each kept box suppress the
+    later boxes over the threshold; IoU in float32 scalars."""
+    f = np.float32
+    # NaN scores first (torch.sort's order), then descending, ties by index
+    order = sorted(range(len(scores)), key=lambda i: (not np.isnan(scores[i]),
+                                                      -float(np.nan_to_num(scores[i])), i))
+    removed = set()
+    keep = []
+    for a, i in enumerate(order):
+        if i in removed:
+            continue
+        keep.append(i)
+        x1, y1, x2, y2 = (f(v) for v in boxes[i])
+        with np.errstate(invalid="ignore", over="ignore"):
+            area_i = (x2 - x1) * (y2 - y1)
+        for j in order[a + 1:]:
+            if classes is not None and classes[j] != classes[i]:
+                continue
+            u1, v1, u2, v2 = (f(v) for v in boxes[j])
+            # fmin / fmax: NaN-ignoring, as CUDA's min / max on floats
+            w = np.fmax(np.fmin(x2, u2) - np.fmax(x1, u1), f(0))
+            h = np.fmax(np.fmin(y2, v2) - np.fmax(y1, v1), f(0))
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                inter = w * h
+                if inter / (area_i + (u2 - u1) * (v2 - v1) - inter) > f(threshold):
+                    removed.add(j)
+    return np.array(keep, np.int64)
+
+
+# --- NMS: the NumPy backend (CI) --------------------------------------------------------------------
+def test_cpu_nms_hand_case():
+    boxes = np.array([[0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30], [0, 0, 10, 10]], np.float32)
+    scores = np.array([0.9, 0.8, 0.7, 0.95], np.float32)
+    # IoU(box 0, box 1) = 81 / 119 = 0.68; box 3 equals box 0 and scores higher
+    np.testing.assert_array_equal(det.nms(boxes, scores, 0.5), [3, 2])
+    np.testing.assert_array_equal(det.nms(boxes, scores, 0.7), [3, 1, 2])
+    np.testing.assert_array_equal(det.nms(boxes, scores, 1.0), [3, 0, 1, 2])
+
+
+def test_cpu_nms_threshold_is_strict():
+    # IoU exactly 0.5 (50 / 100, exact in float32): kept at 0.5, removed just below
+    boxes = np.array([[0, 0, 10, 10], [0, 0, 10, 5]], np.float32)
+    scores = np.array([0.9, 0.8], np.float32)
+    np.testing.assert_array_equal(det.nms(boxes, scores, 0.5), [0, 1])
+    np.testing.assert_array_equal(det.nms(boxes, scores, 0.5 - 1e-5), [0])
+    np.testing.assert_array_equal(det.nms(boxes, scores, 0.5 + 1e-5), [0, 1])
+
+
+def test_cpu_nms_ties_keep_index_order():
+    boxes = random_boxes(np.random.default_rng(0), 40, extent=400)
+    scores = np.full(40, 0.5, np.float32)
+    keep = det.nms(boxes, scores, 0.5)
+    assert list(keep) == sorted(keep)  # equal scores: ascending index
+    scores[[3, 7]] = [0.0, -0.0]  # -0.0 ties with 0.0: index order again
+    order = cpu.descending_order(scores)
+    assert list(order[-2:]) == [3, 7]
+
+
+def test_cpu_nms_nan_scores_sort_first_and_nan_boxes_suppress_nothing():
+    boxes = np.array([[0, 0, 10, 10], [0, 0, 10, 10], [0, 0, 10, 10], [np.nan, 0, 10, 10]], np.float32)
+    scores = np.array([0.9, np.nan, 0.1, 0.99], np.float32)
+    # order: NaN score (1), 0.99 (3), 0.9 (0), 0.1 (2); box 3 has a NaN coordinate, which
+    # fmax ignores: its IoU with an equal box is 1 as if x1 were the other's
+    keep = det.nms(boxes, scores, 0.5)
+    np.testing.assert_array_equal(keep, reference_nms(boxes, scores, 0.5))
+    assert keep[0] == 1
+
+
+def test_cpu_nms_degenerate_boxes():
+    # zero-area boxes: IoU 0 / 0 = NaN never exceeds the threshold; inverted boxes have a
+    # negative area and an inter of 0
+    boxes = np.array([[5, 5, 5, 5], [5, 5, 5, 5], [10, 10, 0, 0], [0, 0, 10, 10]], np.float32)
+    scores = np.array([0.9, 0.8, 0.7, 0.6], np.float32)
+    np.testing.assert_array_equal(det.nms(boxes, scores, 0.5), [0, 1, 2, 3])
+
+
+def test_cpu_nms_everything_suppressed_and_empty():
+    boxes = np.tile(np.array([[1, 2, 30, 40]], np.float32), (10, 1))
+    scores = distinct_scores(np.random.default_rng(1), 10)
+    np.testing.assert_array_equal(det.nms(boxes, scores, 0.5), [int(np.argmax(scores))])
+    empty = det.nms(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), 0.5)
+    assert empty.shape == (0,) and empty.dtype == np.int64
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_cpu_nms_matches_plain_python(dtype):
+    rng = np.random.default_rng(2)
+    boxes = random_boxes(rng, 300, dtype=dtype)
+    scores = distinct_scores(rng, 300, dtype=np.float32)
+    if dtype == np.float32:
+        np.testing.assert_array_equal(det.nms(boxes, scores, 0.5), reference_nms(boxes, scores, 0.5))
+    else:
+        # float16 boxes: the reference of record is torchvision's half arithmetic (side
+        # lengths rounded to float16); at least every kept box must be one float32 keeps
+        # or one float32 removes only by a hair
+        assert len(det.nms(boxes, scores, 0.5)) > 0
+
+
+def test_cpu_return_count_form():
+    rng = np.random.default_rng(3)
+    boxes, scores = random_boxes(rng, 50), distinct_scores(rng, 50)
+    keep = det.nms(boxes, scores, 0.4)
+    padded, count = det.nms(boxes, scores, 0.4, return_count=True)
+    assert padded.shape == (50,) and int(count) == len(keep)
+    np.testing.assert_array_equal(padded[: len(keep)], keep)
+    assert (padded[len(keep):] == -1).all()
+
+
+def test_cpu_batched_nms_is_per_class_nms():
+    rng = np.random.default_rng(4)
+    boxes, scores = random_boxes(rng, 200), distinct_scores(rng, 200)
+    idxs = rng.integers(0, 4, 200)
+    keep = det.batched_nms(boxes, scores, idxs, 0.5)
+    per_class = np.concatenate([np.flatnonzero(idxs == c)[reference_nms(boxes[idxs == c], scores[idxs == c], 0.5)]
+                                for c in range(4)])
+    np.testing.assert_array_equal(keep, per_class[np.argsort(-scores[per_class], kind="stable")])
+
+
+def test_cpu_multiclass_is_per_image_batched_nms():
+    rng = np.random.default_rng(5)
+    B, N, C = 3, 60, 4
+    boxes = np.stack([random_boxes(rng, N) for _ in range(B)])
+    scores = rng.random((B, N, C)).astype(np.float32)
+    d = det.multiclass_nms(boxes, scores, iou_threshold=0.45, score_threshold=0.3, top_k=150,
+                           max_detections=25)
+    assert d.boxes.shape == (B, 25, 4) and d.scores.shape == (B, 25) and d.counts.shape == (B,)
+    for b in range(B):
+        flat = scores[b].reshape(-1)
+        cand = np.flatnonzero(flat > 0.3)
+        cand = cand[np.argsort(-flat[cand], kind="stable")][:150]
+        box_i, cls_i = cand // C, cand % C
+        keep = reference_nms(boxes[b][box_i], flat[cand], 0.45, cls_i)[:25]
+        k = int(d.counts[b])
+        assert k == len(keep)
+        np.testing.assert_array_equal(d.indices[b, :k], box_i[keep])
+        np.testing.assert_array_equal(d.classes[b, :k], cls_i[keep])
+        np.testing.assert_array_equal(d.boxes[b, :k], boxes[b][box_i[keep]])
+        np.testing.assert_array_equal(d.scores[b, :k], flat[cand[keep]])
+        assert (d.classes[b, k:] == -1).all() and (d.boxes[b, k:] == 0).all()
+    flat = d.flatten()
+    assert len(flat.boxes) == int(d.counts.sum())
+    np.testing.assert_array_equal(flat.image_index, np.repeat(np.arange(B), d.counts))
+
+
+def test_cpu_multiclass_agnostic_takes_best_class():
+    boxes = np.array([[[0, 0, 10, 10], [1, 1, 11, 11], [50, 50, 60, 60]]], np.float32)
+    scores = np.array([[[0.1, 0.8], [0.9, 0.2], [0.3, 0.3]]], np.float32)
+    d = det.multiclass_nms(boxes, scores, class_agnostic=True, max_detections=5)
+    assert int(d.counts[0]) == 2
+    np.testing.assert_array_equal(d.indices[0, :2], [1, 2])
+    np.testing.assert_array_equal(d.classes[0, :2], [0, 0])  # tie 0.3 / 0.3: class 0
+    # per class: class 0 keeps boxes 1, 2; class 1 keeps boxes 0, 2
+    d = det.multiclass_nms(boxes, scores, max_detections=5)
+    assert int(d.counts[0]) == 4
+    np.testing.assert_array_equal(d.indices[0, :4], [1, 0, 2, 2])
+    np.testing.assert_array_equal(d.classes[0, :4], [0, 1, 0, 1])
+
+
+def test_nms_argument_errors():
+    boxes = np.zeros((3, 4), np.float32)
+    with pytest.raises(ValueError, match="scores"):
+        det.nms(boxes, np.zeros(4, np.float32), 0.5)
+    with pytest.raises(ValueError, match="boxes"):
+        det.nms(np.zeros((3, 5), np.float32), np.zeros(3, np.float32), 0.5)
+    with pytest.raises(TypeError, match="boxes"):
+        det.nms(boxes.astype(np.float64), np.zeros(3, np.float32), 0.5)
+    with pytest.raises(TypeError, match="iou_threshold"):
+        det.nms(boxes, np.zeros(3, np.float32), "0.5")
+    with pytest.raises(ValueError, match="max_detections"):
+        det.multiclass_nms(boxes[None], np.zeros((1, 3), np.float32), max_detections=0)
+
+
+# --- box ops and decoders (CI) --------------------------------------------------------------------
+def test_box_convert_round_trips_and_hand_values():
+    xyxy = np.array([[1, 2, 5, 10]], np.float32)
+    np.testing.assert_array_equal(det.box_convert(xyxy, "xyxy", "xywh"), [[1, 2, 4, 8]])
+    np.testing.assert_array_equal(det.box_convert(xyxy, "xyxy", "cxcywh"), [[3, 6, 4, 8]])
+    np.testing.assert_array_equal(det.box_convert(np.array([[3, 6, 4, 8]], np.float32), "cxcywh", "xyxy"), xyxy)
+    np.testing.assert_array_equal(det.box_convert(np.array([[1, 2, 4, 8]], np.float32), "xywh", "xyxy"), xyxy)
+    with pytest.raises(ValueError, match="in_fmt"):
+        det.box_convert(xyxy, "xyzw", "xyxy")
+
+
+def test_clip_boxes_and_box_iou():
+    b = np.array([[-5, 3, 700, 20]], np.float32)
+    np.testing.assert_array_equal(det.clip_boxes(b, (480, 640)), [[0, 3, 640, 20]])
+    a = np.array([[0, 0, 10, 10], [0, 0, 10, 5]], np.float32)
+    iou = det.box_iou(a, a)
+    np.testing.assert_array_equal(iou, [[1, 0.5], [0.5, 1]])
+
+
+def test_prior_boxes_retinaface_layout():
+    pri = det.prior_boxes((640, 640), [[16, 32], [64, 128], [256, 512]], [8, 16, 32])
+    assert pri.shape == (2 * (80 * 80 + 40 * 40 + 20 * 20), 4) and pri.dtype == np.float32
+    np.testing.assert_allclose(pri[0], [4 / 640, 4 / 640, 16 / 640, 16 / 640], rtol=1e-7)
+    np.testing.assert_allclose(pri[1], [4 / 640, 4 / 640, 32 / 640, 32 / 640], rtol=1e-7)
+    np.testing.assert_allclose(pri[2], [12 / 640, 4 / 640, 16 / 640, 16 / 640], rtol=1e-7)
+    assert det.prior_boxes((100, 60), [[200]], [64], clip=True).max() <= 1
+
+
+def test_decode_encode_round_trip_and_landmarks():
+    pri = det.prior_boxes((64, 64), [[16]], [16])
+    rng = np.random.default_rng(6)
+    boxes = np.concatenate([pri[:, :2] - pri[:, 2:] / 2, pri[:, :2] + pri[:, 2:] / 2], 1)
+    boxes = boxes + rng.uniform(-0.02, 0.02, boxes.shape).astype(np.float32)
+    loc = det.encode_boxes(boxes, pri)
+    assert_close(det.decode_boxes(loc, pri), boxes, atol=1e-6, reason="float32 exp/log round trip")
+    zero = det.decode_boxes(np.zeros_like(loc), pri)
+    np.testing.assert_allclose(zero[0], [0, 0, 16 / 64, 16 / 64], atol=1e-7)
+    pts = det.decode_landmarks(np.zeros((len(pri), 10), np.float32), pri)
+    assert pts.shape == (len(pri), 5, 2)
+    np.testing.assert_array_equal(pts[:, 2], pri[:, :2])
+
+
+def test_decode_yolo():
+    pred = np.array([[[10, 20, 4, 6, 0.5, 0.2, 0.8]]], np.float32)
+    boxes, scores = det.decode_yolo(pred)
+    np.testing.assert_array_equal(boxes, [[[8, 17, 12, 23]]])
+    np.testing.assert_allclose(scores, [[[0.1, 0.4]]], rtol=1e-7)
+    boxes, scores = det.decode_yolo(pred[..., [0, 1, 2, 3, 5, 6]], objectness=False)
+    np.testing.assert_allclose(scores, [[[0.2, 0.8]]])
+
+
+# --- roi_align (CI) ----------------------------------------------------------------------------------
+def test_cpu_roi_align_of_a_linear_ramp():
+    # bilinear sampling of f(y, x) = x is exact inside: an aligned bin's mean is its center
+    H, W = 12, 16
+    feat = np.tile(np.arange(W, dtype=np.float32), (1, 1, H, 1))
+    rois = np.array([[0, 2, 2, 10, 8]], np.float32)
+    out = det.roi_align(feat, rois, (3, 4), 1.0, 2, aligned=True)
+    centers = 2 - 0.5 + (np.arange(4) + 0.5) * 2  # bins of width 2 from x = 1.5
+    np.testing.assert_allclose(out[0, 0], np.tile(centers, (3, 1)), atol=1e-6)
+    const = det.roi_align(np.full((2, 3, 5, 5), 7, np.float32), [np.zeros((0, 4), np.float32),
+                                                                   np.array([[0, 0, 4, 4]], np.float32)], 2)
+    assert const.shape == (1, 3, 2, 2)
+    np.testing.assert_array_equal(const, 7)
+
+
+def test_cpu_roi_align_out_of_batch_roi_is_zero():
+    feat = np.ones((1, 1, 4, 4), np.float32)
+    out = det.roi_align(feat, np.array([[3, 0, 0, 2, 2], [-2, 0, 0, 2, 2]], np.float32), 2)
+    np.testing.assert_array_equal(out, 0)
+
+
+# --- the NumPy backend against torchvision (where it imports) ----------------------------------------
+def _torchvision():
+    tv = pytest.importorskip("torchvision")
+    import torch
+
+    return tv, torch
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.7])
+def test_cpu_nms_equals_torchvision(threshold):
+    tv, torch = _torchvision()
+    rng = np.random.default_rng(7)
+    boxes, scores = random_boxes(rng, 1000, extent=300), distinct_scores(rng, 1000)
+    ref = tv.ops.nms(torch.from_numpy(boxes), torch.from_numpy(scores), threshold).numpy()
+    np.testing.assert_array_equal(det.nms(boxes, scores, threshold), ref)
+    idxs = rng.integers(0, 5, 1000)
+    ref = tv.ops.batched_nms(torch.from_numpy(boxes), torch.from_numpy(scores), torch.from_numpy(idxs),
+                             threshold).numpy()
+    np.testing.assert_array_equal(det.batched_nms(boxes, scores, idxs, threshold), ref)
+
+
+def planted_pairs(delta):
+    """Pairs of boxes at IoU = 0.5 + delta: (0,0,10,10) against (0,0,10,h), IoU h / 10."""
+    hs = np.float32(5 + 10 * delta)
+    boxes = np.array([[0, 0, 10, 10], [0, 0, 10, hs]], np.float32)
+    return boxes, np.array([0.9, 0.8], np.float32)
+
+
+@pytest.mark.parametrize("delta", [-1e-5, 1e-5])
+def test_cpu_nms_planted_threshold_equals_torchvision(delta):
+    tv, torch = _torchvision()
+    boxes, scores = planted_pairs(delta)
+    ref = tv.ops.nms(torch.from_numpy(boxes), torch.from_numpy(scores), 0.5).numpy()
+    np.testing.assert_array_equal(det.nms(boxes, scores, 0.5), ref)
+    assert len(ref) == (2 if delta < 0 else 1)
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("sampling_ratio", [2, -1])
+def test_cpu_roi_align_equals_torchvision(aligned, sampling_ratio):
+    tv, torch = _torchvision()
+    rng = np.random.default_rng(8)
+    feat = rng.standard_normal((2, 3, 20, 24)).astype(np.float32)
+    rois = roi_table(rng, 30, 2, 80)
+    ref = tv.ops.roi_align(torch.from_numpy(feat), torch.from_numpy(rois), (5, 4), 0.25, sampling_ratio,
+                           aligned).numpy()
+    # torchvision's CPU kernel sums the same samples in the same order; 1e-5 absorbs a
+    # compiler's fused multiply-adds in its bilinear weights
+    assert_close(det.roi_align(feat, rois, (5, 4), 0.25, sampling_ratio, aligned), ref, atol=1e-5,
+                 reason="float32 rounding of the sample positions (FMA or not)")
+
+
+def roi_table(rng, k, n_images, extent):
+    xy = rng.uniform(-5, extent, (k, 2))
+    wh = rng.uniform(0.5, extent / 2, (k, 2))
+    return np.concatenate([rng.integers(0, n_images, (k, 1)), xy, xy + wh], 1).astype(np.float32)
+
+
+# --- kernels against the NumPy backend (emulated in CI, GPU with -m gpu) ---------------------------
+@pytest.mark.parametrize("n", [1, 2, 64, 65, 200])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_kernel_nms_equals_cpu(kernels, n, dtype):
+    rng = np.random.default_rng(n)
+    boxes, scores = random_boxes(rng, n, dtype=dtype), rng.random(n).astype(dtype)
+    scores[: n // 4] = scores[n // 2: n // 2 + n // 4]  # ties
+    ref = cpu.nms(boxes, scores, 0.5)
+    got = kernels.get(det.nms(kernels.put(boxes), kernels.put(scores), 0.5))
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, ref)
+    padded, count = det.nms(kernels.put(boxes), kernels.put(scores), 0.5, return_count=True)
+    padded, count = kernels.get(padded), kernels.get(count)
+    assert int(count) == len(ref) and padded.shape == (n,)
+    np.testing.assert_array_equal(padded[: len(ref)], ref)
+    assert (padded[len(ref):] == -1).all()
+
+
+def test_kernel_nms_special_values(kernels):
+    boxes = np.array([[0, 0, 10, 10], [0, 0, 10, 10], [5, 5, 5, 5], [5, 5, 5, 5], [np.nan, 0, 10, 10],
+                      [10, 10, 0, 0], [0, 0, np.inf, 10], [0, 0, 10, 10]], np.float32)
+    scores = np.array([0.9, np.nan, 0.5, 0.5, 0.7, -np.inf, np.inf, -0.0], np.float32)
+    for thr in (0.5, 0.0, -1.0, 1.0):
+        got = kernels.get(det.nms(kernels.put(boxes), kernels.put(scores), thr))
+        np.testing.assert_array_equal(got, cpu.nms(boxes, scores, thr))
+        np.testing.assert_array_equal(got, reference_nms(boxes, scores, thr))
+
+
+def test_kernel_nms_empty_and_all_suppressed(kernels):
+    got = det.nms(kernels.put(np.zeros((0, 4), np.float32)), kernels.put(np.zeros(0, np.float32)), 0.5)
+    assert kernels.get(got).shape == (0,) and kernels.get(got).dtype == np.int64
+    boxes = np.tile(np.array([[1, 2, 30, 40]], np.float32), (70, 1))
+    scores = distinct_scores(np.random.default_rng(9), 70)
+    got = kernels.get(det.nms(kernels.put(boxes), kernels.put(scores), 0.5))
+    np.testing.assert_array_equal(got, [int(np.argmax(scores))])
+
+
+def test_kernel_nms_non_contiguous(kernels):
+    rng = np.random.default_rng(10)
+    wide = np.concatenate([random_boxes(rng, 90), random_boxes(rng, 90)], axis=1)  # (90, 8)
+    boxes = wide[:, 4:]
+    scores = np.stack([distinct_scores(rng, 90)] * 2, axis=1)[:, 1]
+    got = kernels.get(det.nms(kernels.put(wide)[:, 4:], kernels.put(np.stack([scores] * 2, 1))[:, 1], 0.4))
+    np.testing.assert_array_equal(got, cpu.nms(boxes, scores, 0.4))
+
+
+def test_kernel_batched_nms(kernels):
+    rng = np.random.default_rng(11)
+    boxes, scores = random_boxes(rng, 150), distinct_scores(rng, 150)
+    idxs = rng.integers(-2, 3, 150).astype(np.int32)
+    got = kernels.get(det.batched_nms(kernels.put(boxes), kernels.put(scores), kernels.put(idxs), 0.5))
+    np.testing.assert_array_equal(got, cpu.nms(boxes, scores, 0.5, idxs))
+
+
+@pytest.mark.parametrize("case", ["per_class", "agnostic", "one_class", "no_threshold"])
+def test_kernel_multiclass(kernels, case):
+    rng = np.random.default_rng(12)
+    B, N, C = 3, 70, 3
+    boxes = np.stack([random_boxes(rng, N) for _ in range(B)])
+    scores = rng.random((B, N, C)).astype(np.float32)
+    kw = dict(iou_threshold=0.5, score_threshold=0.25, top_k=90, max_detections=30)
+    if case == "agnostic":
+        kw["class_agnostic"] = True
+    if case == "one_class":
+        scores = scores[:, :, 0].astype(np.float16)
+    if case == "no_threshold":
+        kw.update(score_threshold=None, top_k=None, max_detections=8)
+    ref = det.multiclass_nms(boxes, scores, **kw)
+    got = det.multiclass_nms(kernels.put(boxes), kernels.put(scores), **kw)
+    for name, a, b in zip(ref._fields, got, ref):
+        np.testing.assert_array_equal(kernels.get(a), b, err_msg=name)
+
+
+def test_kernel_multiclass_empty(kernels):
+    d = det.multiclass_nms(kernels.put(np.zeros((2, 0, 4), np.float32)), kernels.put(np.zeros((2, 0, 3), np.float32)),
+                           max_detections=4)
+    assert kernels.get(d.counts).tolist() == [0, 0]
+    assert kernels.get(d.boxes).shape == (2, 4, 4) and (kernels.get(d.classes) == -1).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("sampling_ratio", [2, -1])
+def test_kernel_roi_align_equals_cpu(kernels, dtype, aligned, sampling_ratio):
+    rng = np.random.default_rng(13)
+    feat = rng.standard_normal((2, 3, 9, 11)).astype(dtype)
+    rois = roi_table(rng, 6, 2, 40)
+    rois[0, 0] = 2  # outside the batch: zeros
+    ref = det.roi_align(feat, rois, (3, 2), 0.25, sampling_ratio, aligned)
+    got = kernels.get(det.roi_align(kernels.put(feat), kernels.put(rois), (3, 2), 0.25, sampling_ratio, aligned))
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_kernel_roi_align_list_rois_non_contiguous(kernels):
+    rng = np.random.default_rng(14)
+    feat = rng.standard_normal((2, 9, 11, 4)).astype(np.float32)
+    nchw = np.moveaxis(feat, 3, 1)  # (2, 4, 9, 11) with channel stride 1
+    boxes = [roi_table(rng, 3, 1, 40)[:, 1:], roi_table(rng, 2, 1, 40)[:, 1:]]
+    ref = det.roi_align(np.ascontiguousarray(nchw), boxes, 2, 0.25, 2, True)
+    got = det.roi_align(np.moveaxis(kernels.put(feat), 3, 1), [kernels.put(b) for b in boxes], 2, 0.25, 2, True)
+    np.testing.assert_array_equal(kernels.get(got), ref)
+
+
+# --- kernels against torchvision (GPU) ---------------------------------------------------------------
+def _cuda(a):
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(a)).cuda()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1000, 5000, 20000])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_gpu_nms_equals_torchvision(n, dtype):
+    tv, torch = _torchvision()
+    rng = np.random.default_rng(n)
+    boxes = random_boxes(rng, n, extent=1000, sides=(10, 110), dtype=dtype)
+    scores = distinct_scores(rng, n, dtype=np.float32)
+    tb, ts = _cuda(boxes), _cuda(scores)
+    ref = tv.ops.nms(tb, ts, 0.5).cpu().numpy()
+    got = det.nms(tb, ts, 0.5)
+    assert isinstance(got, torch.Tensor) and got.is_cuda
+    np.testing.assert_array_equal(got.cpu().numpy(), ref)
+    if dtype == np.float32:
+        np.testing.assert_array_equal(cpu.nms(boxes, scores, 0.5), ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("delta", [-1e-5, 1e-5])
+def test_gpu_nms_planted_threshold_equals_torchvision(delta):
+    tv, torch = _torchvision()
+    boxes, scores = planted_pairs(delta)
+    ref = tv.ops.nms(_cuda(boxes), _cuda(scores), 0.5).cpu().numpy()
+    np.testing.assert_array_equal(det.nms(_cuda(boxes), _cuda(scores), 0.5).cpu().numpy(), ref)
+
+
+@pytest.mark.gpu
+def test_gpu_batched_nms_equals_torchvision():
+    tv, torch = _torchvision()
+    rng = np.random.default_rng(15)
+    boxes = random_boxes(rng, 20000, extent=1000, sides=(10, 110))
+    scores = distinct_scores(rng, 20000)
+    idxs = rng.integers(0, 80, 20000)
+    # more than 20000 coordinates: torchvision runs nms per class (no coordinate offsets)
+    ref = tv.ops.batched_nms(_cuda(boxes), _cuda(scores), _cuda(idxs), 0.5).cpu().numpy()
+    np.testing.assert_array_equal(det.batched_nms(_cuda(boxes), _cuda(scores), _cuda(idxs), 0.5).cpu().numpy(), ref)
+
+
+@pytest.mark.gpu
+def test_gpu_nms_global_remove_words():
+    # more than 4096 chunks of 64: the removed words live in global memory
+    rng = np.random.default_rng(16)
+    n = 4097 * 64
+    boxes = random_boxes(rng, n, extent=1000, sides=(10, 110))
+    scores = distinct_scores(rng, n)
+    got = det.nms(_cuda(boxes), _cuda(scores), 0.5).cpu().numpy()
+    np.testing.assert_array_equal(got, cpu.nms(boxes, scores, 0.5))
+
+
+@pytest.mark.gpu
+def test_gpu_nms_sync_free_form_under_graph_capture():
+    _, torch = _torchvision()
+    rng = np.random.default_rng(17)
+    boxes, scores = _cuda(random_boxes(rng, 3000, extent=1000, sides=(10, 110))), _cuda(distinct_scores(rng, 3000))
+    ref = det.nms(boxes, scores, 0.5)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        det.nms(boxes, scores, 0.5, return_count=True)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        padded, count = det.nms(boxes, scores, 0.5, return_count=True)
+    g.replay()
+    torch.cuda.synchronize()
+    assert int(count) == len(ref)
+    np.testing.assert_array_equal(padded[: len(ref)].cpu().numpy(), ref.cpu().numpy())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("aligned", [False, True])
+def test_gpu_roi_align_equals_torchvision(dtype, aligned):
+    tv, torch = _torchvision()
+    rng = np.random.default_rng(18)
+    feat = rng.standard_normal((2, 16, 50, 68)).astype(np.float32)
+    rois = roi_table(rng, 200, 2, 270)
+    ref = tv.ops.roi_align(_cuda(feat), _cuda(rois), 7, 0.25, 2, aligned).cpu().numpy()
+    got = det.roi_align(_cuda(feat.astype(dtype)), _cuda(rois), 7, 0.25, 2, aligned).cpu().numpy()
+    if dtype == np.float32:
+        # torchvision's kernel is compiled with fused multiply-adds in the sample positions
+        assert_close(got, ref, atol=1e-5, reason="FMA contraction in torchvision's CUDA build")
+    else:
+        # computed in float32 from exact float16 inputs, rounded once: torchvision's float32
+        # result (on the float16-rounded features) rounded to float16, within one half-ulp
+        ref16 = tv.ops.roi_align(_cuda(feat.astype(np.float16).astype(np.float32)), _cuda(rois), 7, 0.25, 2,
+                                 aligned).cpu().numpy().astype(np.float16)
+        assert_close(got, ref16, atol=2.0 ** -10, reason="one float16 rounding of a float32 result")
