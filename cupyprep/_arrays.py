@@ -280,6 +280,8 @@ def _TORCH_DTYPES():
     return {
         np.dtype(np.uint8): torch.uint8,
         np.dtype(np.uint16): torch.uint16,
+        np.dtype(np.uint32): torch.uint32,
+        np.dtype(np.uint64): torch.uint64,
         np.dtype(np.int16): torch.int16,
         np.dtype(np.int32): torch.int32,
         np.dtype(np.int64): torch.int64,

@@ -521,7 +521,10 @@ def test_gpu_roi_align_equals_torchvision(dtype, aligned):
     got = det.roi_align(_cuda(feat.astype(dtype)), _cuda(rois), 7, 0.25, 2, aligned).cpu().numpy()
     if dtype == np.float32:
         # torchvision's kernel is compiled with fused multiply-adds in the sample positions
-        assert_close(got, ref, atol=1e-5, reason="FMA contraction in torchvision's CUDA build")
+        # (ours rounds each operation, as the CPU backend does): a position differs by up
+        # to an ulp of its ~70-pixel range (8e-6), times feature slopes of up to ~6 per
+        # pixel in this standard-normal map, summed over 4 taps: measured 1.6e-5
+        assert_close(got, ref, atol=1e-4, reason="FMA contraction in torchvision's CUDA build")
     else:
         # computed in float32 from exact float16 inputs, rounded once: torchvision's float32
         # result (on the float16-rounded features) rounded to float16, within one half-ulp
