@@ -23,7 +23,20 @@ from .detection import (
 )
 from .display import show
 from .interop import as_array, from_torch, stream, to_torch, use_torch_allocator
-from .geometry import resize
+from .geometry import (
+    ARCFACE_112,
+    align_faces,
+    estimate_similarity,
+    get_affine_transform,
+    get_perspective_transform,
+    get_rotation_matrix_2d,
+    invert_affine_transform,
+    random_affine,
+    resize,
+    transform_points,
+    warp_affine,
+    warp_perspective,
+)
 from .normalize import IMAGENET_MEAN, IMAGENET_STD, normalize
 from .pipeline import Loader, LoaderMeta
 from .preprocess import PreprocessMeta, preprocess
@@ -32,6 +45,17 @@ __version__ = "0.1.0"
 
 __all__ = [
     "resize",
+    "warp_affine",
+    "warp_perspective",
+    "align_faces",
+    "random_affine",
+    "get_rotation_matrix_2d",
+    "get_affine_transform",
+    "get_perspective_transform",
+    "invert_affine_transform",
+    "estimate_similarity",
+    "transform_points",
+    "ARCFACE_112",
     "normalize",
     "preprocess",
     "PreprocessMeta",

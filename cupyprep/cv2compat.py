@@ -13,10 +13,13 @@ from . import _arrays
 from .color import swap_rb as _swap_rb
 from .color import to_gray as _to_gray
 from .cpu import cv2_module
-from .geometry import _resize
+from .geometry import BORDER_MODES as _BORDER_MODES
+from .geometry import _resize, _warp
 
 __all__ = [
-    "resize", "cvtColor",
+    "resize", "cvtColor", "warpAffine", "warpPerspective",
+    "WARP_INVERSE_MAP", "BORDER_CONSTANT", "BORDER_REPLICATE", "BORDER_REFLECT",
+    "BORDER_REFLECT_101", "BORDER_REFLECT101", "BORDER_DEFAULT", "BORDER_WRAP",
     "INTER_NEAREST", "INTER_LINEAR", "INTER_CUBIC", "INTER_AREA",
     "COLOR_BGR2RGB", "COLOR_RGB2BGR", "COLOR_BGRA2RGBA", "COLOR_RGBA2BGRA",
     "COLOR_BGR2GRAY", "COLOR_RGB2GRAY", "COLOR_BGRA2GRAY", "COLOR_RGBA2GRAY",
@@ -27,6 +30,15 @@ INTER_NEAREST = 0
 INTER_LINEAR = 1
 INTER_CUBIC = 2
 INTER_AREA = 3
+
+WARP_INVERSE_MAP = 16
+BORDER_CONSTANT = 0
+BORDER_REPLICATE = 1
+BORDER_REFLECT = 2
+BORDER_WRAP = 3
+BORDER_REFLECT_101 = 4
+BORDER_REFLECT101 = 4
+BORDER_DEFAULT = 4
 
 COLOR_BGR2RGB = 4
 COLOR_RGB2BGR = 4
@@ -94,3 +106,47 @@ def cvtColor(src, code, dst=None):
         f"code: expected COLOR_BGR2RGB, COLOR_RGB2BGR, COLOR_BGRA2RGBA, COLOR_RGBA2BGRA or a "
         f"*2GRAY code, got {code!r}"
     )
+
+
+_BORDER = {BORDER_CONSTANT: "constant", BORDER_REPLICATE: "replicate",
+           BORDER_REFLECT: "reflect", BORDER_REFLECT_101: "reflect101", BORDER_WRAP: "wrap"}
+_WARP_INTERPOLATION = {INTER_NEAREST: "nearest", INTER_LINEAR: "linear", INTER_CUBIC: "cubic"}
+assert set(_BORDER.values()) == set(_BORDER_MODES)
+
+
+def _warp_call(src, M, dsize, dst, flags, borderMode, borderValue, perspective):
+    interp = flags & ~WARP_INVERSE_MAP
+    if interp not in _WARP_INTERPOLATION:
+        raise ValueError(f"flags: expected INTER_NEAREST, INTER_LINEAR or INTER_CUBIC, optionally "
+                         f"| WARP_INVERSE_MAP, got {flags!r}")
+    if borderMode not in _BORDER:
+        raise ValueError(f"borderMode: expected BORDER_CONSTANT, BORDER_REPLICATE, BORDER_REFLECT, "
+                         f"BORDER_REFLECT_101 or BORDER_WRAP, got {borderMode!r}")
+    if dsize is None or len(dsize) != 2:
+        raise TypeError(f"dsize: expected (width, height), got {dsize!r}")
+    shape = getattr(src, "shape", ())
+    if len(shape) not in (2, 3):
+        raise ValueError(f"src: expected a 2-D or 3-D image, got {_arrays.describe(src)}")
+    c = shape[2] if len(shape) == 3 else 1
+    if borderValue is None:
+        value = 0.0
+    elif isinstance(borderValue, (int, float)):
+        value = float(borderValue)
+    else:
+        value = tuple(float(v) for v in list(borderValue)[:4])
+        value = (value + (0.0,) * 4)[:c]
+    return _warp(src, M, (dsize[1], dsize[0]), _WARP_INTERPOLATION[interp], _BORDER[borderMode],
+                 value, bool(flags & WARP_INVERSE_MAP), dst, perspective)
+
+
+def warpAffine(src, M, dsize, dst=None, flags=INTER_LINEAR, borderMode=BORDER_CONSTANT,
+               borderValue=0):
+    """``cv2.warpAffine``: ``dsize`` is ``(width, height)``; ``flags`` an interpolation,
+    optionally ``| WARP_INVERSE_MAP``; ``borderValue`` a number or OpenCV's 4-tuple."""
+    return _warp_call(src, M, dsize, dst, flags, borderMode, borderValue, False)
+
+
+def warpPerspective(src, M, dsize, dst=None, flags=INTER_LINEAR, borderMode=BORDER_CONSTANT,
+                    borderValue=0):
+    """``cv2.warpPerspective``, as :func:`warpAffine` with a (3, 3) matrix."""
+    return _warp_call(src, M, dsize, dst, flags, borderMode, borderValue, True)

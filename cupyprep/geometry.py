@@ -198,3 +198,777 @@ def _resize(img, size, interpolation, layout, out, scale=None):
             np.float64(scale_y), np.float64(scale_x), i64(total),
         ) + extra)
     return native
+
+
+# =========================================================================================
+# Warps: warp_affine, warp_perspective, align_faces, random_affine, and matrix helpers
+# =========================================================================================
+import math  # noqa: E402
+import numbers  # noqa: E402
+import sys  # noqa: E402
+
+from .cpu.geometry import warp as _cpu_warp  # noqa: E402
+
+__all__ += [
+    "warp_affine", "warp_perspective", "align_faces", "random_affine",
+    "get_rotation_matrix_2d", "get_affine_transform", "get_perspective_transform",
+    "invert_affine_transform", "estimate_similarity", "transform_points",
+    "WARP_INTERPOLATIONS", "BORDER_MODES", "ARCFACE_112",
+]
+
+WARP_INTERPOLATIONS = ("nearest", "linear", "cubic")
+BORDER_MODES = ("constant", "replicate", "reflect", "reflect101", "wrap")
+WARP_DTYPES = (np.uint8, np.uint16, np.float16, np.float32)
+
+# The standard 5-point face template (eyes, nose tip, mouth corners) for 112x112 crops.
+ARCFACE_112 = np.array([[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366],
+                        [41.5493, 92.3655], [70.7299, 92.2041]], dtype=np.float64)
+
+# OpenCV's SIMD step for its float warp kernels on AVX2 (2 x 8 float lanes): pixels below
+# the destination width rounded down to it take the vector arithmetic, the rest the scalar.
+_OPENCV_WARP_STEP = 16
+
+
+# --- array-kind helpers ----------------------------------------------------------------
+def _is_torch(x):
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _xp_of(*arrays):
+    """numpy or cupy, whichever the arrays are (cupy if any is)."""
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and any(isinstance(a, cupy.ndarray) for a in arrays):
+        return cupy
+    return np
+
+
+def _unwrap(x):
+    """``(array, back)``: a numpy / cupy view of ``x`` and a function that returns results
+    as the caller's kind (torch tensors through DLPack / from_numpy, zero-copy)."""
+    if _is_torch(x):
+        if x.device.type == "cuda":
+            import torch
+
+            return _arrays._from_torch(x), lambda a: torch.from_dlpack(a)
+        import torch
+
+        return x.detach().numpy(), lambda a: torch.from_numpy(np.ascontiguousarray(a))
+    return x, lambda a: a
+
+
+def _as_float_array(name, x, shape_tail, batched_ok=True):
+    """``x`` as a float64 numpy / cupy array whose trailing dims are ``shape_tail``."""
+    xp = _xp_of(x)
+    try:
+        a = xp.asarray(x, dtype=xp.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected an array of numbers of shape {shape_tail}, got {x!r}") from None
+    nd = len(shape_tail)
+    ok = a.shape[-nd:] == tuple(shape_tail) if a.ndim >= nd else False
+    if not ok or a.ndim > nd + (1 if batched_ok else 0):
+        want = f"{shape_tail} or (N, {', '.join(map(str, shape_tail))})" if batched_ok else f"{shape_tail}"
+        raise ValueError(f"{name}: expected shape {want}, got {_arrays.describe(a)}")
+    return a
+
+
+# --- matrix helpers ----------------------------------------------------------------------
+def get_rotation_matrix_2d(center, angle, scale=1.0):
+    """``cv2.getRotationMatrix2D``: rotation by ``angle`` degrees (counter-clockwise on the
+    screen, y pointing down) and uniform ``scale`` about ``center`` (x, y).
+
+    Scalars give a (2, 3) float64 matrix; arrays ``center`` (N, 2), ``angle`` (N,),
+    ``scale`` (N,) give (N, 2, 3), as numpy or cupy like the inputs.
+
+    Convention: ``alpha = scale * cos(angle)``, ``beta = scale * sin(angle)``,
+    ``M = [[alpha, beta, (1 - alpha) cx - beta cy], [-beta, alpha, beta cx + (1 - alpha) cy]]``
+    (the matrix maps source to destination pixel coordinates, pixel centers at integers).
+
+    Example
+    -------
+    >>> M = cupyprep.get_rotation_matrix_2d((255.5, 255.5), 30.0)      # doctest: +SKIP
+    """
+    xp = _xp_of(center, angle, scale)
+    c = xp.asarray(center, dtype=xp.float64)
+    a = xp.asarray(angle, dtype=xp.float64) * (math.pi / 180)
+    s = xp.asarray(scale, dtype=xp.float64)
+    if c.shape[-1:] != (2,):
+        raise ValueError(f"center: expected (x, y) or shape (N, 2), got shape {c.shape}")
+    alpha, beta = xp.cos(a) * s, xp.sin(a) * s
+    cx, cy = c[..., 0], c[..., 1]
+    alpha, beta, cx, cy = xp.broadcast_arrays(alpha, beta, cx, cy)
+    rows = [xp.stack([alpha, beta, (1 - alpha) * cx - beta * cy], axis=-1),
+            xp.stack([-beta, alpha, beta * cx + (1 - alpha) * cy], axis=-1)]
+    return xp.stack(rows, axis=-2)
+
+
+def invert_affine_transform(matrix):
+    """``cv2.invertAffineTransform`` for (2, 3) or (N, 2, 3) matrices (numpy or cupy), in
+    float64 with OpenCV's formula; a ValueError for singular matrices.
+
+    Example
+    -------
+    >>> back = cupyprep.invert_affine_transform(M)                       # doctest: +SKIP
+    """
+    m = _as_float_array("matrix", matrix, (2, 3))
+    xp = _xp_of(m)
+    d = m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
+    if bool(xp.any(d == 0)):
+        raise ValueError(f"matrix: singular affine matrix (determinant 0), got {_arrays.describe(m)}")
+    return _invert_affine(m, xp)
+
+
+def _invert_affine(m, xp):
+    d = m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
+    d = xp.where(d != 0, 1.0 / xp.where(d != 0, d, 1.0), 0.0)
+    a11, a22 = m[..., 1, 1] * d, m[..., 0, 0] * d
+    a12, a21 = m[..., 0, 1] * -d, m[..., 1, 0] * -d
+    b1 = -a11 * m[..., 0, 2] - a12 * m[..., 1, 2]
+    b2 = -a21 * m[..., 0, 2] - a22 * m[..., 1, 2]
+    return xp.stack([xp.stack([a11, a12, b1], axis=-1), xp.stack([a21, a22, b2], axis=-1)], axis=-2)
+
+
+def _points(name, pts, count=None):
+    xp = _xp_of(pts)
+    a = xp.asarray(pts, dtype=xp.float64)
+    if a.ndim not in (2, 3) or a.shape[-1] != 2 or (count is not None and a.shape[-2] != count):
+        k = count if count is not None else "K"
+        raise ValueError(f"{name}: expected shape ({k}, 2) or (N, {k}, 2), got {_arrays.describe(a)}")
+    return a
+
+
+def get_affine_transform(src, dst):
+    """``cv2.getAffineTransform``: the (2, 3) matrix mapping 3 points ``src`` to ``dst``
+    (each (3, 2) as x, y; or (N, 3, 2) for N matrices), float64, numpy or cupy.
+
+    Example
+    -------
+    >>> M = cupyprep.get_affine_transform(tri_src, tri_dst)              # doctest: +SKIP
+    """
+    s, d = _points("src", src, 3), _points("dst", dst, 3)
+    xp = _xp_of(s, d)
+    if s.shape != d.shape:
+        raise ValueError(f"dst: expected the shape of src {s.shape}, got {d.shape}")
+    a = xp.concatenate([s, xp.ones(s.shape[:-1] + (1,))], axis=-1)  # rows [x, y, 1]
+    det = xp.linalg.det(a)
+    if bool(xp.any(xp.abs(det) < 1e-12)):
+        raise ValueError("src: the three points are collinear (no affine transform maps them)")
+    return xp.swapaxes(xp.linalg.solve(a, d), -1, -2)
+
+
+def get_perspective_transform(src, dst):
+    """``cv2.getPerspectiveTransform``: the (3, 3) homography mapping 4 points ``src`` to
+    ``dst`` ((4, 2) or (N, 4, 2)), normalized so ``M[2, 2] = 1``, float64, numpy or cupy.
+
+    Example
+    -------
+    >>> H = cupyprep.get_perspective_transform(quad, corners)            # doctest: +SKIP
+    """
+    s, d = _points("src", src, 4), _points("dst", dst, 4)
+    xp = _xp_of(s, d)
+    if s.shape != d.shape:
+        raise ValueError(f"dst: expected the shape of src {s.shape}, got {d.shape}")
+    x, y, u, v = s[..., 0], s[..., 1], d[..., 0], d[..., 1]
+    one, zero = xp.ones_like(x), xp.zeros_like(x)
+    rows_u = xp.stack([x, y, one, zero, zero, zero, -x * u, -y * u], axis=-1)
+    rows_v = xp.stack([zero, zero, zero, x, y, one, -x * v, -y * v], axis=-1)
+    a = xp.concatenate([rows_u, rows_v], axis=-2)
+    b = xp.concatenate([u, v], axis=-1)[..., None]
+    det = xp.linalg.det(a)
+    if bool(xp.any(xp.abs(det) < 1e-12)):
+        raise ValueError("src: degenerate points (three of them collinear); no homography maps them")
+    h = xp.linalg.solve(a, b)[..., 0]
+    h = xp.concatenate([h, xp.ones(h.shape[:-1] + (1,))], axis=-1)
+    return h.reshape(h.shape[:-1] + (3, 3))
+
+
+def estimate_similarity(src, dst):
+    """Least-squares similarity (rotation, uniform scale, translation; no reflection) mapping
+    points ``src`` to ``dst``: Umeyama's estimate, which in 2-D is closed form.
+
+    ``src``, ``dst``: (K, 2) or (N, K, 2) with K >= 2 (numpy or cupy). Returns (2, 3) or
+    (N, 2, 3) float64 matrices ``[[a, -b, tx], [b, a, ty]]``.
+
+    Convention: with centered points p, q, ``a = sum(p . q) / sum |p|^2`` and
+    ``b = sum(p_x q_y - p_y q_x) / sum |p|^2``; the translation maps the centroid of
+    ``src`` to that of ``dst``.
+
+    Example
+    -------
+    >>> M = cupyprep.estimate_similarity(landmarks, cupyprep.ARCFACE_112)   # doctest: +SKIP
+    """
+    s, d = _points("src", src), _points("dst", dst)
+    xp = _xp_of(s, d)
+    if s.shape[-2] < 2:
+        raise ValueError(f"src: expected at least 2 points, got {s.shape[-2]}")
+    s, d = xp.broadcast_arrays(s, d)
+    ms, md = s.mean(axis=-2, keepdims=True), d.mean(axis=-2, keepdims=True)
+    p, q = s - ms, d - md
+    var = (p * p).sum(axis=(-1, -2))
+    if bool(xp.any(var == 0)):
+        raise ValueError("src: all points coincide; no similarity is defined")
+    a = (p * q).sum(axis=(-1, -2)) / var
+    b = (p[..., 0] * q[..., 1] - p[..., 1] * q[..., 0]).sum(axis=-1) / var
+    mx, my = ms[..., 0, 0], ms[..., 0, 1]
+    tx = md[..., 0, 0] - (a * mx - b * my)
+    ty = md[..., 0, 1] - (b * mx + a * my)
+    return xp.stack([xp.stack([a, -b, tx], axis=-1), xp.stack([b, a, ty], axis=-1)], axis=-2)
+
+
+def transform_points(points, matrix):
+    """Map points (x, y) through affine (2, 3) or perspective (3, 3) matrices.
+
+    ``points``: (..., 2); with batched matrices (N, 2|3, 3) the points are (N, K, 2) (or
+    (N, 2)). Boxes as xyxy (..., 4) go through their two corners (use 4 corners for
+    rotations). numpy, cupy or torch (same kind out; float64 for numpy / cupy matrices).
+
+    Example
+    -------
+    >>> moved = cupyprep.transform_points(keypoints, matrices)         # doctest: +SKIP
+    """
+    pts, back = _unwrap(points)
+    m, _ = _unwrap(matrix)
+    xp = _xp_of(pts, m)
+    pts = xp.asarray(pts, dtype=xp.float64)
+    m = xp.asarray(m, dtype=xp.float64)
+    if m.shape[-1] != 3 or m.shape[-2] not in (2, 3) or m.ndim not in (2, 3):
+        raise ValueError(f"matrix: expected shape (2, 3), (3, 3) or (N, 2|3, 3), got {_arrays.describe(m)}")
+    if pts.shape[-1:] != (2,):
+        raise ValueError(f"points: expected a last axis of 2 (x, y), got {_arrays.describe(pts)}")
+    if m.ndim == 3:
+        if pts.shape[0] != m.shape[0]:
+            raise ValueError(f"points: expected {m.shape[0]} rows of points (one per matrix), got {pts.shape}")
+        mm = m.reshape((m.shape[0],) + (1,) * (pts.ndim - 2) + m.shape[1:])
+    else:
+        mm = m
+    x, y = pts[..., 0], pts[..., 1]
+    X = mm[..., 0, 0] * x + mm[..., 0, 1] * y + mm[..., 0, 2]
+    Y = mm[..., 1, 0] * x + mm[..., 1, 1] * y + mm[..., 1, 2]
+    if m.shape[-2] == 3:
+        W = mm[..., 2, 0] * x + mm[..., 2, 1] * y + mm[..., 2, 2]
+        X, Y = X / W, Y / W
+    return back(xp.stack([X, Y], axis=-1))
+
+
+# --- the warp op -------------------------------------------------------------------------
+def _warp_expr(op, kernel, dtype, cn):
+    return f"cupyprep_warp_{op}_{kernel}<{C_TYPES[np.dtype(dtype)]}, {cn}>"
+
+
+def _warp_kernel(interpolation, cn):
+    """Which of OpenCV's implementations a warp takes: its float kernels for nearest and
+    linear on 1, 3 and 4 channels and for cubic; its fixed-point remap for 2 channels."""
+    if interpolation == "cubic":
+        return "cubic"
+    return interpolation if cn != 2 else interpolation + "_fixed"
+
+
+def _warp_variants():
+    return [_warp_expr(op, _warp_kernel(i, cn), d, cn)
+            for op in ("affine", "perspective")
+            for i in WARP_INTERPOLATIONS
+            for d in WARP_DTYPES
+            for cn in (1, 2, 3, 4)]
+
+
+_kernels.register_variants("warp", "warp.cu", _warp_variants)
+
+
+def _inter_tables(interpolation):
+    """OpenCV's initInterTab2D for 32x32 sub-pixel positions: float32 weights (vy * vx of
+    the 1-D kernels at i / 32) and int16 weights (rounded * 2^15, corrected so each set
+    sums to exactly 2^15 at its largest / smallest central weight)."""
+    return _inter_tables_cached(interpolation)
+
+
+@__import__("functools").lru_cache(maxsize=None)
+def _inter_tables_cached(interpolation):
+    f32 = np.float32
+    t = np.arange(32, dtype=f32) * f32(1.0 / 32)
+    if interpolation == "linear":
+        k = 2
+        one_d = np.stack([f32(1) - t, t], axis=1).astype(f32)
+    else:
+        k = 4
+        A = f32(-0.75)
+        x1 = t + f32(1)
+        u = f32(1) - t
+        c0 = ((A * x1 - f32(5) * A) * x1 + f32(8) * A) * x1 - f32(4) * A
+        c1 = ((A + f32(2)) * t - (A + f32(3))) * t * t + f32(1)
+        c2 = ((A + f32(2)) * u - (A + f32(3))) * u * u + f32(1)
+        c3 = f32(1) - c0 - c1 - c2
+        one_d = np.stack([c0, c1, c2, c3], axis=1).astype(f32)
+    kk = k * k
+    ftab = np.empty((32, 32, k, k), f32)
+    itab = np.zeros(32 * 32 * kk, np.int64)  # flat, as OpenCV's static table
+    for i in range(32):
+        for j in range(32):
+            w = (one_d[i][:, None] * one_d[j][None, :]).astype(f32)
+            ftab[i, j] = w
+            base = (i * 32 + j) * kk
+            itab[base:base + kk] = np.clip(np.rint(w.astype(np.float64) * 32768), -32768, 32767).ravel()
+            diff = int(itab[base:base + kk].sum()) - 32768
+            if diff:
+                # OpenCV corrects the sum at the largest / smallest of the central 2x2
+                # weights; for the 2x2 kernel its search window runs into the next
+                # (still zero) entry, which is reproduced here by indexing the flat table
+                h = k // 2
+                mk = Mk = base + h * k + h
+                for k1 in range(h, h + 2):
+                    for k2 in range(h, h + 2):
+                        o = base + k1 * k + k2
+                        if itab[o] < itab[mk]:
+                            mk = o
+                        elif itab[o] > itab[Mk]:
+                            Mk = o
+                if diff < 0:
+                    itab[Mk] -= diff
+                else:
+                    itab[mk] -= diff
+    itab = itab.astype(np.int16)
+    return itab, ftab.reshape(-1)
+
+
+def _border_values(name, value, channels, dtype):
+    """The border value per channel as OpenCV stores it (saturate_cast to the image type;
+    float16 images are warped in float32 and rounded once)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        values = (float(value),) * channels
+    else:
+        values = _validate.per_channel(name, value, channels, 0.0)
+    arr = np.asarray(values, np.float64)
+    if np.dtype(dtype).kind == "u":
+        info = np.iinfo(dtype)
+        arr = np.clip(np.rint(arr), info.min, info.max)
+    return tuple(float(v) for v in arr.astype(np.float32))
+
+
+def _gather_images(images, name):
+    """``(prepared_first, arrays or batch, uniform, geometry tuple)`` for an image argument:
+    HW, HWC, NHWC or a list of HW / HWC images."""
+    if isinstance(images, (list, tuple)):
+        if len(images) == 0:
+            raise ValueError(f"{name}: expected at least one image (pass an empty NHWC array "
+                             "for an empty batch)")
+        first = _arrays.prepare(images[0], f"{name}[0]")
+        arrays = [first.array] + [first.convert(im, f"{name}[{i}]") for i, im in enumerate(images[1:], 1)]
+        dtype = _validate.dtype_in(f"{name}[0]", arrays[0], WARP_DTYPES)
+        ndim = arrays[0].ndim
+        for i, a in enumerate(arrays):
+            if a.ndim not in (2, 3) or a.ndim != ndim:
+                raise ValueError(f"{name}[{i}]: expected an HWC (or HW) image like {name}[0], "
+                                 f"got {_arrays.describe(a)}")
+            if a.dtype != dtype:
+                raise TypeError(f"{name}[{i}]: expected dtype {dtype} like {name}[0], got {_arrays.describe(a)}")
+            if a.shape[2:] != arrays[0].shape[2:]:
+                raise ValueError(f"{name}[{i}]: expected {arrays[0].shape[2:]} channels like "
+                                 f"{name}[0], got {_arrays.describe(a)}")
+            if a.shape[0] <= 0 or a.shape[1] <= 0:
+                raise ValueError(f"{name}[{i}]: expected a non-empty image, got {_arrays.describe(a)}")
+        c = arrays[0].shape[2] if ndim == 3 else 1
+        return first, arrays, False, (len(arrays), c, ndim == 3)
+    first = _arrays.prepare(images, name)
+    arr = first.array
+    _validate.dtype_in(name, arr, WARP_DTYPES)
+    if arr.ndim == 4 and arr.shape[0] == 0:
+        if arr.shape[1] <= 0 or arr.shape[2] <= 0 or arr.shape[3] <= 0:
+            raise ValueError(f"{name}: expected non-empty images, got {_arrays.describe(arr)}")
+        return first, arr, True, (0, arr.shape[3], True)
+    geo = _validate.image_layout(name, arr, "NHWC" if arr.ndim == 4 else "HWC")
+    return first, arr, True, (geo.n, geo.c, geo.has_channels)
+
+
+def _matrices(name, matrix, rows, count, call):
+    """Validate ``matrix`` ((rows, 3) or (count, rows, 3)); numpy or the image's kind.
+    Returns a float64 array (numpy, or cupy on the image's device)."""
+    if _is_torch(matrix) or (sys.modules.get("cupy") is not None and isinstance(matrix, sys.modules["cupy"].ndarray)):
+        m = call.convert(matrix, name) if call.device else _unwrap(matrix)[0]
+    else:
+        try:
+            m = np.asarray(matrix, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name}: expected a ({rows}, 3) array of numbers, got {matrix!r}") from None
+    xp = _xp_of(m)
+    m = xp.asarray(m, dtype=xp.float64)
+    if m.shape == (rows, 3):
+        pass
+    elif m.ndim == 3 and m.shape[1:] == (rows, 3):
+        if m.shape[0] != count:
+            raise ValueError(f"{name}: expected one matrix or {count} (one per image), got "
+                             f"{m.shape[0]} ({_arrays.describe(m)})")
+    else:
+        raise ValueError(f"{name}: expected shape ({rows}, 3) or ({count}, {rows}, 3), "
+                         f"got {_arrays.describe(m)}")
+    # host matrices are checked here; device matrices are not read back (no synchronization,
+    # so calls stay capturable in CUDA graphs): a non-finite coordinate samples the border
+    if xp is np and m.size and not np.all(np.isfinite(m)):
+        raise ValueError(f"{name}: expected finite values, got NaN or infinity")
+    return m
+
+
+def _inverse(m, perspective, inverse_map, name):
+    """Destination-to-source matrices in float64, inverted as OpenCV inverts them."""
+    xp = _xp_of(m)
+    if inverse_map:
+        return m
+    if not perspective:
+        d = m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
+        if bool(xp.any(d == 0)):
+            raise ValueError(f"{name}: singular affine matrix (determinant 0) cannot be inverted; "
+                             "pass inverse_map=True if it maps destination to source")
+        return _invert_affine(m, xp)
+    det = xp.linalg.det(m)
+    if bool(xp.any(det == 0)):
+        raise ValueError(f"{name}: singular perspective matrix (determinant 0) cannot be inverted")
+    if xp is np:
+        # cv2.warpPerspective inverts with cv::invert (LU); use it where it is at hand
+        from .cpu import cv2_module
+
+        cv2 = cv2_module()
+        flat = m.reshape(-1, 3, 3)
+        return np.stack([cv2.invert(k, flags=cv2.DECOMP_LU)[1] for k in flat]).reshape(m.shape)
+    return xp.linalg.inv(m)
+
+
+def _warp(images, matrix, size, interpolation, border_mode, border_value, inverse_map, out,
+          perspective, src_index=None, name="img", matrix_name="M", checked=False):
+    call, arrays, uniform, (n_src, c, has_channels) = _gather_images(images, name)
+    dh, dw = _validate.size_hw("size", size)
+    interpolation = _validate.choice("interpolation", interpolation, WARP_INTERPOLATIONS)
+    border_mode = _validate.choice("border_mode", border_mode, BORDER_MODES)
+    dtype = np.dtype(arrays.dtype if uniform else arrays[0].dtype)
+    if c > 4:
+        raise ValueError(f"{name}: expected 1 to 4 channels, got {c}")
+    batched = not uniform or arrays.ndim == 4 or src_index is not None
+    n_out = n_src if src_index is None else len(src_index)
+    rows = 3 if perspective else 2
+    m = matrix if checked else _matrices(matrix_name, matrix, rows, n_out, call)
+    bval = _border_values("border_value", border_value, c, dtype)
+    out_shape = (dh, dw) + ((c,) if has_channels else ())
+    if batched:
+        out_shape = (n_out,) + out_shape
+    if n_out == 0:
+        native, _ = call.output(out, out_shape, dtype)
+        return native
+    inv = _inverse(m, perspective, inverse_map, matrix_name)
+    if not call.device:
+        mats = np.broadcast_to(_host(inv), (n_out, rows, 3))
+        imgs = (list(arrays) if uniform and arrays.ndim == 4 else
+                [arrays] if uniform else arrays)
+        idx = range(n_out) if src_index is None else _host(src_index)
+        res = np.empty(out_shape if batched else (1,) + out_shape, dtype)
+        _cpu_warp([imgs[int(k)] for k in idx], mats, (dh, dw), interpolation, border_mode, bval,
+                  perspective, res)
+        return call.result(res if batched else res[0], out)
+    xp = call.xp
+    kernel = _warp_kernel(interpolation, c)
+    with call.launch():
+        native, dst = call.output(out, out_shape, dtype)
+        d = _arrays.element_strides(dst, "out")
+        if has_channels:
+            d_n, d_y, d_x, d_c = d if batched else [0] + d
+        else:
+            (d_n, d_y, d_x), d_c = (d if batched else [0] + d), 0
+        i64, i32, f32 = np.int64, np.int32, np.float32
+        if uniform:
+            st = _arrays.element_strides(arrays, name)
+            if arrays.ndim == 4:
+                s_n, s_y, s_x, s_c = st
+                sh, sw = arrays.shape[1:3]
+            else:
+                s_n = 0
+                s_y, s_x = st[:2]
+                s_c = st[2] if arrays.ndim == 3 else 0
+                sh, sw = arrays.shape[:2]
+            tables = (arrays, None, None, None, i32(sh), i32(sw), i64(s_n), i64(s_y), i64(s_x), i64(s_c))
+        else:
+            strides = []
+            for a in arrays:
+                st = _arrays.element_strides(a, name)
+                strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [0]))
+            hw = np.array([a.shape[:2] for a in arrays], np.int32)
+            tables = (None, _kernels.pointer_table(arrays, xp), xp.asarray(hw),
+                      xp.asarray(np.array(strides, np.int64)), i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
+        index = None if src_index is None else xp.asarray(src_index, dtype=np.int32)
+        mats = xp.ascontiguousarray(xp.asarray(inv, dtype=np.float64))
+        mat_step = rows * 3 if mats.ndim == 3 else 0
+        itab = ftab = None
+        if kernel.endswith("_fixed"):
+            it, ft = _inter_tables("linear")
+            itab, ftab = (xp.asarray(it), None) if dtype == np.uint8 else (None, xp.asarray(ft))
+        body_end = dw // _OPENCV_WARP_STEP * _OPENCV_WARP_STEP
+        bv = [f32(v) for v in bval + (0.0,) * (4 - c)]
+        total = n_out * dh * dw
+        fn = _kernels.get_function("warp.cu", _warp_expr("perspective" if perspective else "affine",
+                                                         kernel, dtype, c))
+        launch_1d(fn, total, tables + (
+            index, mats, i64(mat_step), dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
+            i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab, i64(total)))
+    return native
+
+
+def _host(a):
+    if isinstance(a, np.ndarray):
+        return a
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+def warp_affine(img, M, size, *, interpolation="linear", border_mode="constant", border_value=0,
+                inverse_map=False, out=None):
+    """Warp an image or a batch by affine matrices, with ``cv2.warpAffine`` semantics.
+
+    Parameters
+    ----------
+    img : array (numpy, cupy or torch) or list of arrays
+        ``HW``, ``HWC`` or a batch ``NHWC``; or a list of ``HW`` / ``HWC`` images of
+        different sizes (one launch over the whole list; the output is one ``NHWC``
+        batch). uint8, uint16, float16 or float32; 1 to 4 channels.
+    M : array
+        (2, 3), one matrix for every image, or (N, 2, 3), one per image; numpy, or on
+        the images' device.
+    size : (int, int)
+        Output ``(height, width)`` (``cv2compat.warpAffine`` keeps OpenCV's ``(width,
+        height)``).
+    interpolation : {"nearest", "linear", "cubic"}
+    border_mode : {"constant", "replicate", "reflect", "reflect101", "wrap"}
+    border_value : float or sequence
+        Per channel, for ``constant`` (in pixel units; saturated to the image type).
+    inverse_map : bool
+        ``M`` maps destination to source (OpenCV's ``WARP_INVERSE_MAP``).
+    out : array, optional
+        Written in place; same kind, shape and dtype as the result.
+
+    Returns
+    -------
+    The warped image(s): ``size`` + channels, with the batch axis for a batch or list.
+
+    Convention
+    ----------
+    As OpenCV: ``dst(x, y) = src(M^-1 (x, y))`` with pixel centers at integer coordinates
+    (a pixel's center is ``(x, y)``, not ``(x + 0.5, y + 0.5)``); M is inverted in double
+    (``invertAffineTransform``'s formula), a singular M is an error. Border taps follow
+    ``border_mode``; with ``constant`` a pixel whose taps all fall outside takes
+    ``border_value``, and partial neighbourhoods blend it in.
+
+    The kernels follow OpenCV 5's arithmetic step by step: for nearest and linear on 1, 3
+    and 4 channels its float32 warp kernels (matrix in float32, fused multiply-adds where
+    its AVX2 code has them, results rounded half to even); for 2 channels and for cubic
+    its fixed-point remap (coordinates quantized to 1/32 pixel, 32x32 weight tables,
+    int16 weights for uint8). uint8 results equal ``cv2.warpAffine`` bit for bit on a CPU
+    where OpenCV runs its AVX2 code (every x86 CPU since 2013). float16 is the float32
+    warp rounded once.
+
+    Example
+    -------
+    >>> M = cupyprep.get_rotation_matrix_2d((255.5, 255.5), 30.0)       # doctest: +SKIP
+    >>> rotated = cupyprep.warp_affine(batch_gpu, M, (512, 512))         # doctest: +SKIP
+    """
+    return _warp(img, M, size, interpolation, border_mode, border_value, inverse_map, out,
+                 perspective=False)
+
+
+def warp_perspective(img, M, size, *, interpolation="linear", border_mode="constant",
+                     border_value=0, inverse_map=False, out=None):
+    """Warp by homographies, with ``cv2.warpPerspective`` semantics: as :func:`warp_affine`
+    with ``M`` (3, 3) or (N, 3, 3).
+
+    Convention
+    ----------
+    ``dst(x, y) = src((M^-1 [x, y, 1])_xy / (M^-1 [x, y, 1])_w)``, pixel centers at
+    integers. Numpy matrices are inverted with OpenCV's own ``cv::invert`` (LU), device
+    matrices with the device's LU; a singular M is an error. Arithmetic as
+    :func:`warp_affine` (the perspective division in float32 for nearest / linear; in
+    double, with coordinates quantized to 1/32 pixel, for 2 channels and cubic).
+
+    Example
+    -------
+    >>> H = cupyprep.get_perspective_transform(quad, corners)           # doctest: +SKIP
+    >>> flat = cupyprep.warp_perspective(page_gpu, H, (800, 600))       # doctest: +SKIP
+    """
+    return _warp(img, M, size, interpolation, border_mode, border_value, inverse_map, out,
+                 perspective=True)
+
+
+def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFACE_112, *,
+                interpolation="linear", out=None):
+    """Aligned face crops for many faces across a batch, in one launch.
+
+    Parameters
+    ----------
+    images : NHWC array or list of HWC images (numpy, cupy or torch)
+    landmarks : (F, K, 2) array
+        Per face, K >= 2 points (x, y) in its source image, in the template's order (5 for
+        ``ARCFACE_112``: eyes, nose tip, mouth corners).
+    image_index : (F,) ints
+        The image each face is in.
+    size : (int, int)
+        Crop (height, width); the template (given for 112 x 112) is scaled to it.
+    template : (K, 2) array
+    interpolation : {"nearest", "linear", "cubic"}
+
+    Returns
+    -------
+    (crops, matrices): (F, H, W, C) crops of the images' kind and dtype, and the (F, 2, 3)
+    float64 source-to-crop matrices (numpy, or cupy on the device).
+
+    Convention
+    ----------
+    Each face's matrix is :func:`estimate_similarity` from its landmarks to the template
+    (Umeyama, as insightface's ``norm_crop``), then :func:`warp_affine` with a constant 0
+    border.
+
+    Example
+    -------
+    >>> crops, M = cupyprep.align_faces(frames_gpu, kps, idx)            # doctest: +SKIP
+    """
+    call, arrays, uniform, (n_src, c, has_channels) = _gather_images(images, "images")
+    dh, dw = _validate.size_hw("size", size)
+    tmpl = np.asarray(template, np.float64)
+    if tmpl.ndim != 2 or tmpl.shape[1] != 2 or tmpl.shape[0] < 2:
+        raise ValueError(f"template: expected shape (K, 2) with K >= 2, got {tmpl.shape}")
+    tmpl = tmpl * np.array([dw / 112.0, dh / 112.0])
+    lm = _unwrap(landmarks)[0]
+    lm = call.convert(landmarks, "landmarks") if (call.device and not isinstance(lm, np.ndarray)) else lm
+    xp = call.xp if call.device else np
+    lm = xp.asarray(lm, dtype=xp.float64)
+    if lm.ndim != 3 or lm.shape[1:] != tmpl.shape:
+        raise ValueError(f"landmarks: expected shape (F, {tmpl.shape[0]}, 2), got {_arrays.describe(lm)}")
+    idx = _host(_unwrap(image_index)[0]) if not isinstance(image_index, (list, tuple)) else np.asarray(image_index)
+    idx = np.asarray(idx)
+    if idx.shape != (lm.shape[0],) or (idx.size and idx.dtype.kind not in "iu"):
+        raise ValueError(f"image_index: expected ({lm.shape[0]},) integers, got shape {idx.shape} "
+                         f"dtype {idx.dtype}")
+    if idx.size and (idx.min() < 0 or idx.max() >= n_src):
+        raise ValueError(f"image_index: expected values in [0, {n_src}), got {idx.min()}..{idx.max()}")
+    if lm.shape[0] == 0:
+        mats = xp.zeros((0, 2, 3))
+    else:
+        mats = estimate_similarity(lm, xp.asarray(tmpl))
+    if not uniform or (uniform and arrays.ndim == 4):
+        pass
+    else:
+        raise ValueError(f"images: expected an NHWC batch or a list of images, got {_arrays.describe(arrays)}")
+    crops = _warp(images, mats, (dh, dw), interpolation, "constant", 0, False, out, False,
+                  src_index=idx.astype(np.int32), name="images", matrix_name="landmarks",
+                  checked=True)
+    return crops, mats
+
+
+def random_affine(batch, degrees=0.0, translate=(0.0, 0.0), scale=(1.0, 1.0), shear=0.0,
+                  flip_p=0.0, *, seed=None, generator=None, interpolation="linear",
+                  border_mode="constant", border_value=0, out=None):
+    """Random affine augmentation of a batch: one matrix per image, drawn on the batch's
+    device, and one warp launch.
+
+    Parameters
+    ----------
+    batch : NHWC array (numpy, cupy or torch)
+    degrees : float or (float, float)
+        Rotation range in degrees (a number d means (-d, d)); counter-clockwise on screen.
+    translate : (float, float)
+        Largest shift as a fraction of (width, height).
+    scale : (float, float)
+        Scale range.
+    shear : float or (float, float)
+        x-shear angle range in degrees (a number s means (-s, s)).
+    flip_p : float
+        Probability of a horizontal flip.
+    seed : int, optional / generator : optional
+        A numpy ``Generator``, ``cupy.random.Generator`` / ``RandomState``, or
+        ``torch.Generator`` on the batch's device; else a new one from ``seed``.
+
+    Returns
+    -------
+    (warped, matrices): the warped batch (same kind, shape and dtype) and the (N, 2, 3)
+    source-to-destination matrices (float64; numpy / cupy, or torch for torch input) so
+    boxes and keypoints follow through :func:`transform_points`.
+
+    Convention
+    ----------
+    About the image center c = ((W - 1) / 2, (H - 1) / 2), each image's matrix is
+    ``p' = s R(angle) Sh(shear) F (p - c) + c + t`` with F the optional flip
+    ``x -> -x``, then :func:`warp_affine` (pixel centers at integers).
+
+    Example
+    -------
+    >>> aug, M = cupyprep.random_affine(batch, 15, (0.1, 0.1), (0.8, 1.2), flip_p=0.5, seed=0)  # doctest: +SKIP
+    """
+    call = _arrays.prepare(batch, "batch")
+    arr = call.array
+    if arr.ndim != 4:
+        raise ValueError(f"batch: expected an NHWC batch, got {_arrays.describe(arr)}")
+    n, h, w = arr.shape[:3]
+    deg = _range("degrees", degrees)
+    shr = _range("shear", shear)
+    tr = _pair("translate", translate)
+    sc = _pair("scale", scale)
+    if sc[0] <= 0 or sc[1] < sc[0]:
+        raise ValueError(f"scale: expected 0 < low <= high, got {scale!r}")
+    flip_p = _validate.number("flip_p", flip_p)
+    if not 0 <= flip_p <= 1:
+        raise ValueError(f"flip_p: expected a probability in [0, 1], got {flip_p}")
+    u = _uniforms(call, n, generator, seed)  # (n, 6) in [0, 1), on the batch's side
+    xp = _xp_of(u)
+    a = (deg[0] + (deg[1] - deg[0]) * u[:, 0]) * (math.pi / 180)
+    s = sc[0] + (sc[1] - sc[0]) * u[:, 1]
+    k = xp.tan((shr[0] + (shr[1] - shr[0]) * u[:, 2]) * (math.pi / 180))
+    tx = (2 * u[:, 3] - 1) * (tr[0] * w)
+    ty = (2 * u[:, 4] - 1) * (tr[1] * h)
+    f = xp.where(u[:, 5] < flip_p, -1.0, 1.0)
+    cos, sin = xp.cos(a), xp.sin(a)
+    a00, a01 = s * cos * f, s * (cos * k + sin)
+    a10, a11 = -s * sin * f, s * (cos - sin * k)
+    cx, cy = (w - 1) / 2.0, (h - 1) / 2.0
+    b0 = cx + tx - (a00 * cx + a01 * cy)
+    b1 = cy + ty - (a10 * cx + a11 * cy)
+    mats = xp.stack([xp.stack([a00, a01, b0], axis=-1), xp.stack([a10, a11, b1], axis=-1)], axis=-2)
+    warped = _warp(batch, mats, (h, w), interpolation, border_mode, border_value, False, out,
+                   False, name="batch", checked=True)
+    if call.kind == "torch":
+        import torch
+
+        mats = torch.from_dlpack(mats) if call.device else torch.from_numpy(mats)
+    return warped, mats
+
+
+def _range(name, v):
+    if isinstance(v, numbers.Real) and not isinstance(v, bool):
+        v = float(v)
+        if v < 0:
+            raise ValueError(f"{name}: expected a non-negative number or a (low, high) pair, got {v}")
+        return (-v, v)
+    lo, hi = _pair(name, v)
+    if hi < lo:
+        raise ValueError(f"{name}: expected low <= high, got {v!r}")
+    return lo, hi
+
+
+def _pair(name, v):
+    if not isinstance(v, (tuple, list)) or len(v) != 2:
+        raise TypeError(f"{name}: expected a pair of numbers, got {v!r}")
+    return _validate.number(name, v[0]), _validate.number(name, v[1])
+
+
+def _uniforms(call, n, generator, seed):
+    """(n, 6) float64 uniforms in [0, 1) drawn where the batch lives (no host round trip)."""
+    if call.kind == "torch":
+        import torch
+
+        dev = call.tensor.device
+        if generator is None:
+            generator = torch.Generator(device=dev)
+            if seed is not None:
+                generator.manual_seed(int(seed))
+            else:
+                generator.seed()
+        u = torch.rand((n, 6), generator=generator, device=dev, dtype=torch.float64)
+        return _arrays._from_torch(u) if call.device else u.numpy()
+    if call.device and call.kind != "numpy":
+        import cupy
+
+        gen = generator if generator is not None else cupy.random.default_rng(seed)
+        if hasattr(gen, "random"):
+            return gen.random((n, 6), dtype=np.float64)
+        return gen.random_sample((n, 6), dtype=np.float64)
+    gen = generator if generator is not None else np.random.default_rng(seed)
+    return gen.random((n, 6))

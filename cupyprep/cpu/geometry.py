@@ -44,3 +44,37 @@ def resize(img, size, interpolation, geometry):
             for c in range(geometry.c):
                 dst[n, c] = _resize_hwc(images[n, c], size, flag)
     return out
+
+
+# --- warps ---------------------------------------------------------------------------------
+_CV2_BORDER = {"constant": "BORDER_CONSTANT", "replicate": "BORDER_REPLICATE",
+               "reflect": "BORDER_REFLECT", "reflect101": "BORDER_REFLECT_101",
+               "wrap": "BORDER_WRAP"}
+
+
+def _warp_hwc(img, matrix, size, flag, border, border_value, perspective):
+    cv2 = cv2_module()
+    h, w = size
+    src = img.astype(np.float32) if img.dtype == np.float16 else img
+    if src.ndim == 3 and src.shape[2] > 4:
+        planes = [_warp_hwc(src[:, :, c], matrix, size, flag, border, border_value[c:c + 1],
+                            perspective) for c in range(src.shape[2])]
+        return np.stack(planes, axis=2).astype(img.dtype, copy=False)
+    fn = cv2.warpPerspective if perspective else cv2.warpAffine
+    value = tuple(border_value[:4]) + (0.0,) * (4 - min(4, len(border_value)))
+    res = fn(np.ascontiguousarray(src), np.asarray(matrix, np.float64), (w, h),
+             flags=flag | cv2.WARP_INVERSE_MAP, borderMode=getattr(cv2, _CV2_BORDER[border]),
+             borderValue=value)
+    if src.ndim == 3 and res.ndim == 2:
+        res = res[:, :, None]
+    return res.astype(img.dtype, copy=False)
+
+
+def warp(images, matrices, size, interpolation, border, border_value, perspective, out):
+    """``cv2.warpAffine`` / ``cv2.warpPerspective`` per image, with destination-to-source
+    ``matrices`` (WARP_INVERSE_MAP): ``images`` a sequence of HW / HWC arrays (one per
+    output), ``matrices`` (N, 2, 3) or (N, 3, 3) float64, written into ``out[n]``."""
+    flag = getattr(cv2_module(), _CV2_INTERPOLATION[interpolation])
+    for n, img in enumerate(images):
+        out[n] = _warp_hwc(img, matrices[n], size, flag, border, border_value, perspective)
+    return out

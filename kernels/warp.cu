@@ -1,0 +1,406 @@
+// Affine and perspective warps with cv2.warpAffine / cv2.warpPerspective semantics:
+// cupyprep_warp_<affine|perspective>_<interpolation><T, CN>.
+//
+// Every kernel reads `mats`: per output image, the matrix that maps destination pixels to
+// source pixels (the host inverts src->dst matrices in double, as OpenCV does), 6 or 9
+// doubles, `mat_step` apart (0: one matrix for the whole batch). Output image i samples
+// source image `src_index[i]` (NULL: image i). Sources are one strided batch (`src`, one
+// geometry) or a ragged list (`src_ptrs` with per-image `src_hw` and `src_strides`).
+// One thread per destination pixel (all CN channels); a grid-stride loop over
+// n_out * dh * dw (64-bit).
+//
+// OpenCV has two implementations, and picks by channel count and interpolation; each is
+// reproduced step by step, as a family of kernels here:
+//
+// "nearest", "linear" (OpenCV's float warp kernels: 1, 3 or 4 channels):
+//   M is rounded to float32. Source coordinates are float32: within its SIMD body (x below
+//   `body_end`, the destination width rounded down to OpenCV's 16-pixel vector step on AVX2)
+//   sx = fma(M0, x, float(y*M1 + M2)) (the row term unfused); in its scalar tail the
+//   compiler contracts x*M0 + y*M1 + M2 to fma(x, M0, y*M1) + M2. Perspective divides by
+//   w computed the same way. Linear: ix = floor(sx), a = sx - ix, then
+//   v0 = fma(a, p01 - p00, p00), v1 = fma(a, p11 - p10, p10), v = fma(b, v1 - v0, v0),
+//   rounded half to even and saturated. Nearest: ix = rint(sx) (half to even).
+//
+// "cubic": the float coordinates above, Keys' weights (A = -0.75) at the exact fraction.
+//
+// "nearest_fixed", "linear_fixed" (OpenCV's older remap path, which it keeps for 2
+// channels): coordinates in double, quantized to 1/32 pixel
+// (affine: AB_BITS = 10 fixed point per row plus a rounded per-column term; perspective:
+// 32 / w), then remap with initInterTab2D's 32x32 weight tables (`itab` int16 weights
+// summing to 1 << 15 for uint8, `ftab` float32 otherwise), summed in OpenCV's order.
+//
+// Border (runtime `border`, reached only by taps outside the image): 0 constant,
+// 1 replicate, 2 reflect, 3 reflect101, 4 wrap; constant taps take bval[c].
+#include "common.cuh"
+
+namespace {
+
+enum { CONSTANT = 0, REPLICATE = 1, REFLECT = 2, REFLECT101 = 3, WRAP = 4 };
+
+// A source tap index outside [0, len): OpenCV's borderInterpolate (periodic forms in
+// closed form, so far-away coordinates cost no loop); -1 for a constant border.
+// A one-pixel axis replicates, as OpenCV's warps make it.
+__device__ __forceinline__ int border_index(int p, int len, int border) {
+    if ((unsigned)p < (unsigned)len) return p;
+    if (border == CONSTANT) return -1;
+    if (border == REPLICATE || len == 1) return p < 0 ? 0 : len - 1;
+    if (border == WRAP) {
+        int q = p % len;
+        return q < 0 ? q + len : q;
+    }
+    const int period = border == REFLECT ? 2 * len : 2 * len - 2;
+    int q = p % period;
+    if (q < 0) q += period;
+    if (border == REFLECT) return q < len ? q : period - 1 - q;
+    return q < len ? q : period - q;
+}
+
+struct Image {
+    const void* base;
+    int h, w;
+    cp::i64 s_y, s_x, s_c;
+};
+
+// Far-away and non-finite coordinates land here, well outside any image, so integer
+// arithmetic on them cannot overflow.
+constexpr float kFar = 1073741824.f;  // 2^30
+
+__device__ __forceinline__ float tame(float v) {
+    return v != v ? -kFar : fminf(fmaxf(v, -kFar), kFar);
+}
+
+}  // namespace
+
+#define CUPYPREP_WARP_PARAMS                                                              \
+    const T* __restrict__ src, const unsigned long long* __restrict__ src_ptrs,             \
+        const int* __restrict__ src_hw, const cp::i64* __restrict__ src_strides, int sh,     \
+        int sw, cp::i64 s_n, cp::i64 s_y, cp::i64 s_x, cp::i64 s_c,                         \
+        const int* __restrict__ src_index, const double* __restrict__ mats,                 \
+        cp::i64 mat_step, T* __restrict__ dst, int dh, int dw, cp::i64 d_n, cp::i64 d_y,   \
+        cp::i64 d_x, cp::i64 d_c, int border, float bv0, float bv1, float bv2, float bv3,  \
+        int body_end, const short* __restrict__ itab, const float* __restrict__ ftab,     \
+        cp::i64 total
+
+namespace {
+
+// Where one output pixel comes from: its source image and inverse matrix.
+template <typename T>
+struct Item {
+    const T* img;
+    int h, w;
+    cp::i64 s_y, s_x, s_c;
+    const double* m;
+    T* out;
+    int x, y;
+};
+
+template <typename T>
+__device__ __forceinline__ Item<T> locate(cp::i64 i, const T* src,
+                                          const unsigned long long* src_ptrs,
+                                          const int* src_hw, const cp::i64* src_strides, int sh,
+                                          int sw, cp::i64 s_n, cp::i64 s_y, cp::i64 s_x,
+                                          cp::i64 s_c, const int* src_index,
+                                          const double* mats, cp::i64 mat_step, T* dst, int dh,
+                                          int dw, cp::i64 d_n, cp::i64 d_y, cp::i64 d_x) {
+    Item<T> it;
+    it.x = (int)(i % dw);
+    const cp::i64 r = i / dw;
+    it.y = (int)(r % dh);
+    const cp::i64 n = r / dh;
+    const cp::i64 k = src_index ? (cp::i64)src_index[n] : n;
+    if (src_ptrs) {
+        it.img = reinterpret_cast<const T*>(src_ptrs[k]);
+        it.h = src_hw[2 * k];
+        it.w = src_hw[2 * k + 1];
+        it.s_y = src_strides[3 * k];
+        it.s_x = src_strides[3 * k + 1];
+        it.s_c = src_strides[3 * k + 2];
+    } else {
+        it.img = src + k * s_n;
+        it.h = sh;
+        it.w = sw;
+        it.s_y = s_y;
+        it.s_x = s_x;
+        it.s_c = s_c;
+    }
+    it.m = mats + n * mat_step;
+    it.out = dst + n * d_n + (cp::i64)it.y * d_y + (cp::i64)it.x * d_x;
+    return it;
+}
+
+template <typename T, int CN>
+__device__ __forceinline__ void fill(T* out, cp::i64 d_c, const float (&bval)[4]) {
+#pragma unroll
+    for (int c = 0; c < CN; ++c) out[c * d_c] = cp::from_float<T>(bval[c]);
+}
+
+// OpenCV's float warp coordinates (see the file comment).
+template <bool PERSPECTIVE>
+__device__ __forceinline__ void float_coords(const double* dm, int x, int y, bool body,
+                                             float& sx, float& sy) {
+    float m[9];
+#pragma unroll
+    for (int k = 0; k < (PERSPECTIVE ? 9 : 6); ++k) m[k] = (float)dm[k];
+    const float fx = (float)x, fy = (float)y;
+    float X, Y, W = 1.f;
+    if (body) {
+        X = __fmaf_rn(m[0], fx, __fadd_rn(__fmul_rn(fy, m[1]), m[2]));
+        Y = __fmaf_rn(m[3], fx, __fadd_rn(__fmul_rn(fy, m[4]), m[5]));
+        if (PERSPECTIVE) W = __fmaf_rn(m[6], fx, __fadd_rn(__fmul_rn(fy, m[7]), m[8]));
+    } else {
+        X = __fadd_rn(__fmaf_rn(fx, m[0], __fmul_rn(fy, m[1])), m[2]);
+        Y = __fadd_rn(__fmaf_rn(fx, m[3], __fmul_rn(fy, m[4])), m[5]);
+        if (PERSPECTIVE) W = __fadd_rn(__fmaf_rn(fx, m[6], __fmul_rn(fy, m[7])), m[8]);
+    }
+    if (PERSPECTIVE) {
+        X = __fdiv_rn(X, W);
+        Y = __fdiv_rn(Y, W);
+    }
+    sx = X;
+    sy = Y;
+}
+
+template <typename T, int CN>
+__device__ __forceinline__ void tap(const Item<T>& it, int ix, int iy, int border,
+                                    const float (&bval)[4], float (&p)[CN]) {
+    if ((unsigned)ix < (unsigned)it.w && (unsigned)iy < (unsigned)it.h) {
+        const T* q = it.img + (cp::i64)iy * it.s_y + (cp::i64)ix * it.s_x;
+#pragma unroll
+        for (int c = 0; c < CN; ++c) p[c] = cp::to_float(q[c * it.s_c]);
+        return;
+    }
+    const int bx = border_index(ix, it.w, border), by = border_index(iy, it.h, border);
+    if (bx < 0 || by < 0) {
+#pragma unroll
+        for (int c = 0; c < CN; ++c) p[c] = bval[c];
+        return;
+    }
+    const T* q = it.img + (cp::i64)by * it.s_y + (cp::i64)bx * it.s_x;
+#pragma unroll
+    for (int c = 0; c < CN; ++c) p[c] = cp::to_float(q[c * it.s_c]);
+}
+
+template <typename T, int CN, bool PERSPECTIVE>
+__device__ __forceinline__ void warp_nearest(const Item<T>& it, cp::i64 d_c, int border,
+                                             const float (&bval)[4], int body_end) {
+    float sx, sy;
+    float_coords<PERSPECTIVE>(it.m, it.x, it.y, it.x < body_end, sx, sy);
+    const int ix = __float2int_rn(tame(sx)), iy = __float2int_rn(tame(sy));
+    if (border == CONSTANT && ((unsigned)ix >= (unsigned)it.w || (unsigned)iy >= (unsigned)it.h)) {
+        fill<T, CN>(it.out, d_c, bval);
+        return;
+    }
+    float p[CN];
+    tap<T, CN>(it, ix, iy, border, bval, p);
+#pragma unroll
+    for (int c = 0; c < CN; ++c) it.out[c * d_c] = cp::from_float<T>(p[c]);
+}
+
+template <typename T, int CN, bool PERSPECTIVE>
+__device__ __forceinline__ void warp_linear(const Item<T>& it, cp::i64 d_c, int border,
+                                            const float (&bval)[4], int body_end) {
+    float sx, sy;
+    float_coords<PERSPECTIVE>(it.m, it.x, it.y, it.x < body_end, sx, sy);
+    sx = tame(sx);
+    sy = tame(sy);
+    const int ix = __float2int_rd(sx), iy = __float2int_rd(sy);
+    const float a = __fsub_rn(sx, (float)ix), b = __fsub_rn(sy, (float)iy);
+    // constant border: a pixel whose taps all lie outside is the border value itself
+    if (border == CONSTANT &&
+        ((unsigned)(ix + 1) >= (unsigned)(it.w + 1) || (unsigned)(iy + 1) >= (unsigned)(it.h + 1))) {
+        fill<T, CN>(it.out, d_c, bval);
+        return;
+    }
+    float p00[CN], p01[CN], p10[CN], p11[CN];
+    tap<T, CN>(it, ix, iy, border, bval, p00);
+    tap<T, CN>(it, ix + 1, iy, border, bval, p01);
+    tap<T, CN>(it, ix, iy + 1, border, bval, p10);
+    tap<T, CN>(it, ix + 1, iy + 1, border, bval, p11);
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+        const float v0 = __fmaf_rn(a, __fsub_rn(p01[c], p00[c]), p00[c]);
+        const float v1 = __fmaf_rn(a, __fsub_rn(p11[c], p10[c]), p10[c]);
+        it.out[c * d_c] = cp::from_float<T>(__fmaf_rn(b, __fsub_rn(v1, v0), v0));
+    }
+}
+
+// --- OpenCV's older remap path --------------------------------------------------------
+constexpr int kInterBits = 5, kTab = 1 << kInterBits, kAbBits = 10, kAbScale = 1 << kAbBits;
+
+__device__ __forceinline__ int saturate_short(int v) {
+    return v < -32768 ? -32768 : (v > 32767 ? 32767 : v);
+}
+
+// cvRound of a double, saturated to int (saturate_cast<int>).
+__device__ __forceinline__ int round_int(double v) { return __double2int_rn(v); }
+
+// Source coordinates in 1/32 pixel (or whole pixels for nearest): OpenCV's WarpAffineInvoker
+// and WarpPerspectiveInvoker. Returns the integer cell (saturated to int16, as OpenCV keeps
+// it) and the table index (fy * 32 + fx).
+template <bool PERSPECTIVE, bool NEAREST>
+__device__ __forceinline__ void fixed_coords(const double* m, int x, int y, int& sx, int& sy,
+                                             int& frac) {
+    int X, Y;
+    if (!PERSPECTIVE) {
+        const int round_delta = NEAREST ? kAbScale / 2 : kAbScale / kTab / 2;
+        const int X0 = round_int(__dmul_rn(__dadd_rn(__dmul_rn(m[1], (double)y), m[2]), kAbScale)) + round_delta;
+        const int Y0 = round_int(__dmul_rn(__dadd_rn(__dmul_rn(m[4], (double)y), m[5]), kAbScale)) + round_delta;
+        const int adelta = round_int(__dmul_rn(__dmul_rn(m[0], (double)x), kAbScale));
+        const int bdelta = round_int(__dmul_rn(__dmul_rn(m[3], (double)x), kAbScale));
+        // int32 wrap-around as in OpenCV's C++ (computed unsigned to stay defined)
+        X = (int)((unsigned)X0 + (unsigned)adelta) >> (NEAREST ? kAbBits : kAbBits - kInterBits);
+        Y = (int)((unsigned)Y0 + (unsigned)bdelta) >> (NEAREST ? kAbBits : kAbBits - kInterBits);
+    } else {
+        const double fxd = (double)x, fyd = (double)y;
+        const double X0 = __dadd_rn(__dadd_rn(__dmul_rn(m[0], fxd), __dmul_rn(m[1], fyd)), m[2]);
+        const double Y0 = __dadd_rn(__dadd_rn(__dmul_rn(m[3], fxd), __dmul_rn(m[4], fyd)), m[5]);
+        double W = __dadd_rn(__dadd_rn(__dmul_rn(m[6], fxd), __dmul_rn(m[7], fyd)), m[8]);
+        W = W != 0.0 ? __ddiv_rn(NEAREST ? 1.0 : (double)kTab, W) : 0.0;
+        const double lim = 2147483647.0;
+        double fX = __dmul_rn(X0, W), fY = __dmul_rn(Y0, W);
+        fX = fX != fX ? 0.0 : fmax(-lim - 1.0, fmin(lim, fX));
+        fY = fY != fY ? 0.0 : fmax(-lim - 1.0, fmin(lim, fY));
+        X = round_int(fX);
+        Y = round_int(fY);
+    }
+    if (NEAREST) {
+        sx = saturate_short(X);
+        sy = saturate_short(Y);
+        frac = 0;
+    } else {
+        sx = saturate_short(X >> kInterBits);
+        sy = saturate_short(Y >> kInterBits);
+        frac = (Y & (kTab - 1)) * kTab + (X & (kTab - 1));
+    }
+}
+
+template <typename T, int CN, bool PERSPECTIVE>
+__device__ __forceinline__ void warp_nearest_fixed(const Item<T>& it, cp::i64 d_c, int border,
+                                                   const float (&bval)[4]) {
+    int sx, sy, frac;
+    fixed_coords<PERSPECTIVE, true>(it.m, it.x, it.y, sx, sy, frac);
+    float p[CN];
+    tap<T, CN>(it, sx, sy, border, bval, p);
+#pragma unroll
+    for (int c = 0; c < CN; ++c) it.out[c * d_c] = cp::from_float<T>(p[c]);
+}
+
+// remapBilinear: uint8 sums int32 products with int16 weights, then
+// (sum + (1 << 14)) >> 15 saturated; others sum float32 products
+// ((p00 w0 + p01 w1) + p10 w2) + p11 w3 and round on store.
+template <typename T, int CN, bool PERSPECTIVE>
+__device__ __forceinline__ void warp_linear_fixed(const Item<T>& it, cp::i64 d_c, int border,
+                                                  const float (&bval)[4], const short* itab,
+                                                  const float* ftab) {
+    int sx, sy, frac;
+    fixed_coords<PERSPECTIVE, false>(it.m, it.x, it.y, sx, sy, frac);
+    if (border == CONSTANT && (sx >= it.w || sx + 1 < 0 || sy >= it.h || sy + 1 < 0)) {
+        fill<T, CN>(it.out, d_c, bval);
+        return;
+    }
+    float p[4][CN];
+    tap<T, CN>(it, sx, sy, border, bval, p[0]);
+    tap<T, CN>(it, sx + 1, sy, border, bval, p[1]);
+    tap<T, CN>(it, sx, sy + 1, border, bval, p[2]);
+    tap<T, CN>(it, sx + 1, sy + 1, border, bval, p[3]);
+    if constexpr (sizeof(T) == 1) {
+        const short* w = itab + frac * 4;
+#pragma unroll
+        for (int c = 0; c < CN; ++c) {
+            int sum = 0;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) sum += (int)p[k][c] * (int)w[k];
+            it.out[c * d_c] = cp::saturate_u8((sum + (1 << 14)) >> 15);
+        }
+    } else {
+        const float* w = ftab + frac * 4;
+#pragma unroll
+        for (int c = 0; c < CN; ++c) {
+            float sum = __fmul_rn(p[0][c], w[0]);
+#pragma unroll
+            for (int k = 1; k < 4; ++k) sum = __fadd_rn(sum, __fmul_rn(p[k][c], w[k]));
+            it.out[c * d_c] = cp::from_float<T>(sum);
+        }
+    }
+}
+
+// Keys' cubic (A = -0.75) weights at fraction t, in OpenCV's interpolateCubic form
+// (float32; the last weight is 1 minus the others).
+__device__ __forceinline__ void cubic_weights(float t, float (&w)[4]) {
+    const float x1 = __fadd_rn(t, 1.f), u = __fsub_rn(1.f, t);
+    w[0] = __fadd_rn(
+        __fmul_rn(__fsub_rn(__fmul_rn(__fadd_rn(__fmul_rn(-0.75f, x1), 3.75f), x1), 6.f), x1), 3.f);
+    w[1] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(__fmul_rn(1.25f, t), 2.25f), t), t), 1.f);
+    w[2] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(__fmul_rn(1.25f, u), 2.25f), u), u), 1.f);
+    w[3] = __fsub_rn(__fsub_rn(__fsub_rn(1.f, w[0]), w[1]), w[2]);
+}
+
+// Cubic: OpenCV 5 samples Keys' kernel at the unquantized float32 coordinate (its float
+// warp coordinates, as nearest / linear); taps outside follow the border, and with a
+// constant border a pixel whose 4x4 window lies wholly outside is the border value. The
+// 16 products are summed in float32, row by row (OpenCV's own summation order is not
+// reproduced: results agree within float32 rounding, 1 for integer types).
+template <typename T, int CN, bool PERSPECTIVE>
+__device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int border,
+                                           const float (&bval)[4], int body_end) {
+    float sx, sy;
+    float_coords<PERSPECTIVE>(it.m, it.x, it.y, it.x < body_end, sx, sy);
+    sx = tame(sx);
+    sy = tame(sy);
+    const int ix = __float2int_rd(sx), iy = __float2int_rd(sy);
+    if (border == CONSTANT && (ix + 2 < 0 || ix - 1 >= it.w || iy + 2 < 0 || iy - 1 >= it.h)) {
+        fill<T, CN>(it.out, d_c, bval);
+        return;
+    }
+    float wx[4], wy[4];
+    cubic_weights(__fsub_rn(sx, (float)ix), wx);
+    cubic_weights(__fsub_rn(sy, (float)iy), wy);
+    float acc[CN];
+#pragma unroll
+    for (int c = 0; c < CN; ++c) acc[c] = 0.f;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        float row[CN];
+#pragma unroll
+        for (int c = 0; c < CN; ++c) row[c] = 0.f;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            float p[CN];
+            tap<T, CN>(it, ix - 1 + k, iy - 1 + r, border, bval, p);
+#pragma unroll
+            for (int c = 0; c < CN; ++c) row[c] = __fadd_rn(row[c], __fmul_rn(p[c], wx[k]));
+        }
+#pragma unroll
+        for (int c = 0; c < CN; ++c) acc[c] = __fadd_rn(acc[c], __fmul_rn(row[c], wy[r]));
+    }
+#pragma unroll
+    for (int c = 0; c < CN; ++c) it.out[c * d_c] = cp::from_float<T>(acc[c]);
+}
+
+}  // namespace
+
+#define CUPYPREP_WARP_KERNEL(OP, PERSPECTIVE, NAME, CALL)                                 \
+    template <typename T, int CN>                                                         \
+    __global__ void cupyprep_warp_##OP##_##NAME(CUPYPREP_WARP_PARAMS) {                   \
+        const float bval[4] = {bv0, bv1, bv2, bv3};                                       \
+        const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;                           \
+        for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total;       \
+             i += stride) {                                                               \
+            const Item<T> it = locate<T>(i, src, src_ptrs, src_hw, src_strides, sh, sw,   \
+                                         s_n, s_y, s_x, s_c, src_index, mats, mat_step,   \
+                                         dst, dh, dw, d_n, d_y, d_x);                     \
+            constexpr bool P = PERSPECTIVE;                                               \
+            CALL;                                                                         \
+        }                                                                                 \
+    }
+
+CUPYPREP_WARP_KERNEL(affine, false, nearest, (warp_nearest<T, CN, P>(it, d_c, border, bval, body_end)))
+CUPYPREP_WARP_KERNEL(affine, false, linear, (warp_linear<T, CN, P>(it, d_c, border, bval, body_end)))
+CUPYPREP_WARP_KERNEL(affine, false, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval)))
+CUPYPREP_WARP_KERNEL(affine, false, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab)))
+CUPYPREP_WARP_KERNEL(affine, false, cubic, (warp_cubic<T, CN, P>(it, d_c, border, bval, body_end)))
+CUPYPREP_WARP_KERNEL(perspective, true, nearest, (warp_nearest<T, CN, P>(it, d_c, border, bval, body_end)))
+CUPYPREP_WARP_KERNEL(perspective, true, linear, (warp_linear<T, CN, P>(it, d_c, border, bval, body_end)))
+CUPYPREP_WARP_KERNEL(perspective, true, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval)))
+CUPYPREP_WARP_KERNEL(perspective, true, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab)))
+CUPYPREP_WARP_KERNEL(perspective, true, cubic, (warp_cubic<T, CN, P>(it, d_c, border, bval, body_end)))

@@ -1,0 +1,401 @@
+"""warp_affine / warp_perspective, the matrix helpers, align_faces and random_affine: the CPU
+backend against OpenCV, and the kernels against cv2 (IPP off)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cupyprep import geometry as G
+from conftest import assert_close, photo, random_image
+
+cv2 = pytest.importorskip("cv2")
+
+FLAGS = {"nearest": cv2.INTER_NEAREST, "linear": cv2.INTER_LINEAR, "cubic": cv2.INTER_CUBIC}
+BORDERS = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE,
+           "reflect": cv2.BORDER_REFLECT, "reflect101": cv2.BORDER_REFLECT_101,
+           "wrap": cv2.BORDER_WRAP}
+DTYPES = [np.uint8, np.uint16, np.float16, np.float32]
+
+
+@pytest.fixture(autouse=True)
+def no_ipp():
+    """OpenCV 5 hands no warp to IPP (checked in test_cpu_ipp_makes_no_difference); the
+    kernel references are computed with it off regardless, as in test_resize."""
+    before = cv2.ipp.useIPP()
+    cv2.ipp.setUseIPP(False)
+    yield
+    cv2.ipp.setUseIPP(before)
+
+
+def rotation(rng, h, w):
+    M = cv2.getRotationMatrix2D((w / 2 + rng.uniform(-2, 2), h / 2 + rng.uniform(-2, 2)),
+                                rng.uniform(-180, 180), rng.uniform(0.5, 1.8))
+    M[:, 2] += rng.uniform(-4, 4, 2)
+    return M
+
+
+def homography(rng, h, w):
+    s = np.float32([[0, 0], [w, 0], [w, h], [0, h]])
+    jitter = (rng.uniform(-0.3, 0.3, s.shape) * [w, h]).astype(np.float32)
+    return cv2.getPerspectiveTransform(s, s + jitter)
+
+
+def cv2_warp(img, M, size, interpolation, border="constant", value=0, perspective=False,
+             inverse=False):
+    """The reference: cv2 on one HW / HWC image (float16 through float32)."""
+    src = img.astype(np.float32) if img.dtype == np.float16 else img
+    fn = cv2.warpPerspective if perspective else cv2.warpAffine
+    flags = FLAGS[interpolation] | (cv2.WARP_INVERSE_MAP if inverse else 0)
+    res = fn(src, M, (size[1], size[0]), flags=flags, borderMode=BORDERS[border],
+             borderValue=(value,) * 4)
+    if img.ndim == 3 and res.ndim == 2:
+        res = res[:, :, None]
+    return res.astype(img.dtype)
+
+
+# --- matrix helpers (CI) --------------------------------------------------------------------
+def test_rotation_matrix_matches_cv2():
+    for center, angle, scale in [((10.5, 3.0), 30.0, 1.0), ((0, 0), -123.4, 0.7), ((5, 7), 90, 2)]:
+        np.testing.assert_allclose(G.get_rotation_matrix_2d(center, angle, scale),
+                                   cv2.getRotationMatrix2D(center, angle, scale), rtol=0, atol=1e-12)
+    batch = G.get_rotation_matrix_2d(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([10.0, 20.0]),
+                                     np.array([1.0, 0.5]))
+    assert batch.shape == (2, 2, 3)
+    np.testing.assert_allclose(batch[1], cv2.getRotationMatrix2D((3.0, 4.0), 20.0, 0.5), atol=1e-12)
+
+
+def test_affine_and_perspective_transform_match_cv2():
+    rng = np.random.default_rng(0)
+    src3, dst3 = rng.uniform(0, 100, (3, 2)).astype(np.float32), rng.uniform(0, 100, (3, 2)).astype(np.float32)
+    np.testing.assert_allclose(G.get_affine_transform(src3, dst3), cv2.getAffineTransform(src3, dst3), atol=1e-9)
+    src4 = np.float32([[0, 0], [50, 2], [53, 40], [-1, 38]])
+    dst4 = np.float32([[3, 1], [60, 0], [58, 45], [0, 50]])
+    np.testing.assert_allclose(G.get_perspective_transform(src4, dst4),
+                               cv2.getPerspectiveTransform(src4, dst4), rtol=1e-9, atol=1e-9)
+    both = G.get_perspective_transform(np.stack([src4, dst4]), np.stack([dst4, src4]))
+    np.testing.assert_allclose(both[1], cv2.getPerspectiveTransform(dst4, src4), rtol=1e-9, atol=1e-9)
+
+
+def test_invert_affine_matches_cv2_bit_for_bit():
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        M = rotation(rng, 50, 60)
+        np.testing.assert_array_equal(G.invert_affine_transform(M), cv2.invertAffineTransform(M))
+
+
+def test_estimate_similarity_recovers_and_matches_skimage():
+    transform = pytest.importorskip("skimage.transform")
+    rng = np.random.default_rng(2)
+    src = rng.uniform(0, 100, (5, 2))
+    M = cv2.getRotationMatrix2D((20, 30), 37.0, 1.3)
+    dst = src @ M[:, :2].T + M[:, 2]
+    np.testing.assert_allclose(G.estimate_similarity(src, dst), M, atol=1e-9)
+    noisy = dst + rng.normal(0, 1, dst.shape)
+    if hasattr(transform.SimilarityTransform, "from_estimate"):
+        t = transform.SimilarityTransform.from_estimate(src, noisy)
+    else:
+        t = transform.SimilarityTransform()
+        t.estimate(src, noisy)
+    np.testing.assert_allclose(G.estimate_similarity(src, noisy), t.params[:2], atol=1e-9)
+    two = G.estimate_similarity(src[:2], dst[:2])  # two points define it exactly
+    np.testing.assert_allclose(two, M, atol=1e-9)
+
+
+def test_transform_points_matches_cv2():
+    rng = np.random.default_rng(3)
+    pts = rng.uniform(0, 50, (7, 2))
+    M, H = rotation(rng, 40, 40), homography(rng, 40, 40)
+    np.testing.assert_allclose(G.transform_points(pts, M), cv2.transform(pts[None], M)[0], atol=1e-9)
+    np.testing.assert_allclose(G.transform_points(pts, H), cv2.perspectiveTransform(pts[None], H)[0], atol=1e-9)
+    batched = G.transform_points(np.stack([pts, pts]), np.stack([M, np.eye(3)[:2]]))
+    np.testing.assert_allclose(batched[1], pts)
+
+
+@pytest.mark.parametrize("call, exc, words", [
+    (lambda: G.invert_affine_transform(np.zeros((2, 3))), ValueError, ["matrix", "singular"]),
+    (lambda: G.invert_affine_transform(np.zeros((3, 3))), ValueError, ["matrix", "(2, 3)"]),
+    (lambda: G.get_affine_transform(np.zeros((3, 2)), np.ones((3, 2))), ValueError, ["collinear"]),
+    (lambda: G.get_perspective_transform(np.zeros((3, 2)), np.ones((3, 2))), ValueError, ["src", "(4, 2)"]),
+    (lambda: G.estimate_similarity(np.ones((4, 2)), np.ones((4, 2))), ValueError, ["coincide"]),
+    (lambda: G.transform_points(np.ones((4, 3)), np.eye(3)), ValueError, ["points", "last axis"]),
+])
+def test_helper_errors(call, exc, words):
+    with pytest.raises(exc) as info:
+        call()
+    for w in words:
+        assert w in str(info.value)
+
+
+# --- CPU backend (CI) -----------------------------------------------------------------------
+@pytest.mark.parametrize("interpolation", list(FLAGS))
+@pytest.mark.parametrize("border", list(BORDERS))
+def test_cpu_is_cv2(interpolation, border):
+    rng = np.random.default_rng(4)
+    img = random_image(rng, (21, 30, 3), np.uint8)
+    M = rotation(rng, 21, 30)
+    got = G.warp_affine(img, M, (25, 19), interpolation=interpolation, border_mode=border, border_value=7)
+    np.testing.assert_array_equal(got, cv2_warp(img, M, (25, 19), interpolation, border, 7))
+    H = homography(rng, 21, 30)
+    got = G.warp_perspective(img, H, (25, 19), interpolation=interpolation, border_mode=border, border_value=7)
+    np.testing.assert_array_equal(got, cv2_warp(img, H, (25, 19), interpolation, border, 7, perspective=True))
+
+
+def test_cpu_ipp_makes_no_difference():
+    rng = np.random.default_rng(5)
+    img = random_image(rng, (40, 50, 3), np.float32)
+    M = rotation(rng, 40, 50)
+    for flag in FLAGS.values():
+        off = cv2.warpAffine(img, M, (50, 40), flags=flag)
+        cv2.ipp.setUseIPP(True)
+        on = cv2.warpAffine(img, M, (50, 40), flags=flag)
+        cv2.ipp.setUseIPP(False)
+        np.testing.assert_array_equal(on, off)
+
+
+def test_cpu_batch_per_image_matrices_and_ragged():
+    rng = np.random.default_rng(6)
+    batch = random_image(rng, (3, 16, 20, 3), np.uint8)
+    Ms = np.stack([rotation(rng, 16, 20) for _ in range(3)])
+    got = G.warp_affine(batch, Ms, (16, 20))
+    for n in range(3):
+        np.testing.assert_array_equal(got[n], cv2_warp(batch[n], Ms[n], (16, 20), "linear"))
+    ragged = [random_image(rng, s + (3,), np.uint8) for s in [(10, 12), (17, 9)]]
+    got = G.warp_affine(ragged, Ms[:2], (8, 8))
+    assert got.shape == (2, 8, 8, 3)
+    np.testing.assert_array_equal(got[1], cv2_warp(ragged[1], Ms[1], (8, 8), "linear"))
+    empty = G.warp_affine(np.zeros((0, 5, 5, 3), np.uint8), np.eye(3)[:2], (4, 6))
+    assert empty.shape == (0, 4, 6, 3) and empty.dtype == np.uint8
+
+
+def test_cpu_torch_round_trip_and_inverse_map():
+    torch = pytest.importorskip("torch")
+    img = random_image(np.random.default_rng(7), (12, 14), np.float32)
+    M = cv2.getRotationMatrix2D((6, 6), 20, 1.0)
+    res = G.warp_affine(torch.from_numpy(img), M, (12, 14), inverse_map=True)
+    assert isinstance(res, torch.Tensor)
+    np.testing.assert_array_equal(res.numpy(), cv2_warp(img, M, (12, 14), "linear", inverse=True))
+
+
+@pytest.mark.parametrize("kwargs, exc, words", [
+    (dict(M=np.zeros((2, 3))), ValueError, ["M", "singular"]),
+    (dict(M=np.eye(3)), ValueError, ["M", "(2, 3)"]),
+    (dict(M=np.ones((4, 2, 3))), ValueError, ["M", "one per image"]),
+    (dict(M=np.full((2, 3), np.nan)), ValueError, ["M", "finite"]),
+    (dict(M="rotate"), TypeError, ["M"]),
+    (dict(img=np.zeros((6, 6, 5), np.uint8)), ValueError, ["img", "channels"]),
+    (dict(img=np.zeros((6, 6), np.int32)), TypeError, ["img", "int32"]),
+    (dict(size=(0, 3)), ValueError, ["size"]),
+    (dict(interpolation="area"), ValueError, ["interpolation", "area"]),
+    (dict(border_mode="mirror"), ValueError, ["border_mode", "mirror"]),
+    (dict(border_value=(1, 2)), ValueError, ["border_value"]),
+    (dict(out=np.zeros((3, 3), np.uint8)), ValueError, ["out", "shape"]),
+])
+def test_bad_input(kwargs, exc, words):
+    args = dict(img=np.zeros((2, 6, 6, 3), np.uint8), M=np.eye(3)[:2], size=(4, 4))
+    args.update(kwargs)
+    with pytest.raises(exc) as info:
+        G.warp_affine(args.pop("img"), args.pop("M"), args.pop("size"), **args)
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
+
+
+def test_perspective_singular_matrix():
+    with pytest.raises(ValueError, match="singular"):
+        G.warp_perspective(np.zeros((5, 5), np.uint8), np.zeros((3, 3)), (4, 4))
+
+
+def test_cpu_align_faces_puts_landmarks_on_template():
+    img = photo("astronaut")
+    lm = np.array([[[180.0, 100.0], [240.0, 110.0], [205.0, 140.0], [185.0, 170.0], [235.0, 175.0]]])
+    crops, mats = G.align_faces(img[None], lm, np.array([0]))
+    assert crops.shape == (1, 112, 112, 3)
+    moved = G.transform_points(lm[0], mats[0])
+    assert np.abs(moved - G.ARCFACE_112).max() < 6  # a least-squares fit of 5 points
+    np.testing.assert_array_equal(crops[0], cv2_warp(img, mats[0], (112, 112), "linear"))
+
+
+def test_cpu_random_affine_reproducible_and_boxes_follow():
+    batch = np.repeat(photo("astronaut")[None, ::8, ::8], 4, axis=0)
+    a, Ma = G.random_affine(batch, 30, (0.1, 0.1), (0.8, 1.2), 10, 0.5, seed=3)
+    b, Mb = G.random_affine(batch, 30, (0.1, 0.1), (0.8, 1.2), 10, 0.5, seed=3)
+    np.testing.assert_array_equal(a, b)
+    assert Ma.shape == (4, 2, 3) and not np.allclose(Ma[0], Ma[1])
+    for n in range(4):
+        np.testing.assert_array_equal(a[n], cv2_warp(batch[n], Ma[n], batch.shape[1:3], "linear"))
+    corners = np.array([[[0.0, 0.0], [63.0, 63.0]]] * 4)
+    assert G.transform_points(corners, Ma).shape == (4, 2, 2)
+
+
+# --- kernels (emulated in CI; GPU with -m gpu) ------------------------------------------------
+def assert_matches_opencv(got, ref, interpolation, dtype):
+    """Nearest and linear follow OpenCV's float warp kernels (and its fixed-point remap for 2
+    channels) operation by operation: equal bit for bit (given OpenCV's AVX2 dispatch, as on
+    every x86-64 CPU of the last decade). float16 is OpenCV's float32 warp rounded once
+    (the reference rounds the same float32 result). Cubic uses OpenCV's weights at the same
+    float32 coordinates, but not its summation order: float32 rounding, so integers may
+    differ by 1 and floats by 1e-5 of the value range (seen: 6e-6)."""
+    if interpolation != "cubic":
+        np.testing.assert_array_equal(got, ref)
+    elif np.dtype(dtype).kind == "u":
+        assert_close(got, ref, atol=1, reason="cubic summation order (see docstring)")
+    else:
+        scale = max(1.0, float(np.abs(ref.astype(np.float64)).max()))
+        atol = 1e-5 * scale if dtype == np.float32 else 2.0 ** -10 * scale
+        assert_close(got, ref, atol=atol, reason="cubic summation order (see docstring)")
+
+
+def run_kernel(kernels, img, M, size, interpolation, border="constant", value=0, perspective=False):
+    ref_in = img
+    ref = cv2_warp(ref_in, M, size, interpolation, border, value, perspective)
+    if img.ndim == 2:
+        ref = ref.reshape(size)
+    out = kernels.poisoned(ref.shape, img.dtype)
+    fn = G.warp_perspective if perspective else G.warp_affine
+    res = fn(kernels.put(img), M, size, interpolation=interpolation, border_mode=border,
+             border_value=value, out=out)
+    assert res is out
+    return kernels.get(res), ref
+
+
+@pytest.mark.parametrize("interpolation", list(FLAGS))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+def test_kernel_affine_matches_cv2(kernels, interpolation, dtype, channels):
+    rng = np.random.default_rng(channels)
+    for (h, w), size in [((19, 37), (23, 35)), ((1, 1), (3, 2))]:
+        img = random_image(rng, (h, w, channels), dtype)
+        M = rotation(rng, h, w)
+        got, ref = run_kernel(kernels, img, M, size, interpolation, "constant", 3)
+        assert_matches_opencv(got, ref, interpolation, dtype)
+
+
+@pytest.mark.parametrize("interpolation", list(FLAGS))
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+@pytest.mark.parametrize("channels", [1, 2, 3])
+def test_kernel_perspective_matches_cv2(kernels, interpolation, dtype, channels):
+    rng = np.random.default_rng(10 + channels)
+    img = random_image(rng, (21, 33, channels), dtype)
+    got, ref = run_kernel(kernels, img, homography(rng, 21, 33), (22, 35), interpolation,
+                          "replicate", perspective=True)
+    assert_matches_opencv(got, ref, interpolation, dtype)
+
+
+@pytest.mark.parametrize("border", list(BORDERS))
+@pytest.mark.parametrize("interpolation", ["nearest", "linear"])
+def test_kernel_every_border_on_tiny_images(kernels, border, interpolation):
+    """5x4 sources warped to 19x17 with a strong zoom-out, so most taps fall outside and
+    the border decides them."""
+    rng = np.random.default_rng(20)
+    for channels in (1, 2, 3):
+        img = random_image(rng, (5, 4, channels), np.uint8)
+        M = cv2.getRotationMatrix2D((2.0, 2.5), rng.uniform(-180, 180), 0.35)
+        M[:, 2] += (7, 8)
+        got, ref = run_kernel(kernels, img, M, (19, 17), interpolation, border, 200)
+        np.testing.assert_array_equal(got, ref)
+        H = homography(rng, 5, 4)
+        got, ref = run_kernel(kernels, img, H, (19, 17), interpolation, border, 200, perspective=True)
+        np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("border", list(BORDERS))
+def test_kernel_cubic_borders(kernels, border):
+    rng = np.random.default_rng(21)
+    img = random_image(rng, (6, 5, 3), np.float32)
+    M = cv2.getRotationMatrix2D((2.0, 2.5), 33.0, 0.8)
+    got, ref = run_kernel(kernels, img, M, (9, 8), "cubic", border, 0.5)
+    # OpenCV 5 samples taps several periods away from the image differently for the
+    # periodic borders (reflect / reflect101 / wrap); near the image the kernels agree
+    assert_matches_opencv(got, ref, "cubic", np.float32)
+
+
+def test_kernel_gray_noncontiguous_and_photo(kernels):
+    rng = np.random.default_rng(22)
+    gray = random_image(rng, (30, 40), np.uint8)
+    got, ref = run_kernel(kernels, gray, rotation(rng, 30, 40), (17, 21), "linear")
+    np.testing.assert_array_equal(got, ref)
+    img = photo("astronaut")[100:180:2, 200:290]  # strided rows
+    src = kernels.put(img)[:, ::-1] if kernels.name == "gpu" else img[:, ::-1]
+    M = rotation(rng, 40, 90)
+    res = G.warp_affine(src, M, (41, 47))
+    np.testing.assert_array_equal(kernels.get(res), cv2_warp(np.ascontiguousarray(img[:, ::-1]), M, (41, 47), "linear"))
+
+
+def test_kernel_per_image_matrices_really_differ(kernels):
+    """One launch, a different matrix per image: every output must equal cv2 with its own
+    matrix (and the images must differ from what matrix 0 would give)."""
+    rng = np.random.default_rng(23)
+    one = random_image(rng, (18, 22, 3), np.uint8)
+    batch = np.stack([one] * 4)
+    Ms = np.stack([cv2.getRotationMatrix2D((11, 9), a, 1.0) for a in (0, 40, 90, 200)])
+    out = kernels.poisoned((4, 18, 22, 3), np.uint8)
+    got = kernels.get(G.warp_affine(kernels.put(batch), Ms, (18, 22), out=out))
+    for n in range(4):
+        np.testing.assert_array_equal(got[n], cv2_warp(one, Ms[n], (18, 22), "linear"))
+        if n:
+            assert (got[n] != got[0]).mean() > 0.5
+
+
+def test_kernel_ragged_list_and_empty(kernels):
+    rng = np.random.default_rng(24)
+    sizes = [(9, 13), (20, 7), (1, 1)]
+    imgs = [random_image(rng, s + (3,), np.float32) for s in sizes]
+    Ms = np.stack([rotation(rng, *s) for s in sizes])
+    out = kernels.poisoned((3, 10, 11, 3), np.float32)
+    got = kernels.get(G.warp_affine([kernels.put(i) for i in imgs], Ms, (10, 11), border_mode="reflect", out=out))
+    for n in range(3):
+        np.testing.assert_array_equal(got[n], cv2_warp(imgs[n], Ms[n], (10, 11), "linear", "reflect"))
+    empty = G.warp_affine(kernels.put(np.zeros((0, 5, 5, 1), np.uint8)), np.eye(3)[:2], (2, 3))
+    assert empty.shape == (0, 2, 3, 1)
+
+
+def test_kernel_align_faces(kernels):
+    imgs = [photo("astronaut")[::4, ::4], photo("coffee")[::4, ::4]]
+    lm = np.array([[[45.0, 25.0], [60.0, 27.0], [51.0, 35.0], [46.0, 42.0], [58.0, 43.0]],
+                   [[20.0, 20.0], [40.0, 22.0], [30.0, 30.0], [22.0, 40.0], [38.0, 41.0]],
+                   [[50.0, 30.0], [70.0, 25.0], [60.0, 40.0], [55.0, 50.0], [72.0, 47.0]]])
+    idx = np.array([0, 1, 0])
+    crops, mats = G.align_faces([kernels.put(i) for i in imgs], lm, idx, size=(56, 48))
+    crops = kernels.get(crops)
+    for f in range(3):
+        M = kernels.get(mats[f])
+        np.testing.assert_array_equal(crops[f], cv2_warp(imgs[idx[f]], M, (56, 48), "linear"))
+
+
+def test_kernel_random_affine_matches_its_matrices(kernels):
+    batch = random_image(np.random.default_rng(25), (3, 16, 24, 3), np.uint8)
+    warped, mats = G.random_affine(kernels.put(batch), 45, (0.2, 0.1), (0.7, 1.3), 15, 0.5, seed=1)
+    warped, mats = kernels.get(warped), kernels.get(mats)
+    assert not np.allclose(mats[0], mats[1])
+    for n in range(3):
+        np.testing.assert_array_equal(warped[n], cv2_warp(batch[n], mats[n], (16, 24), "linear"))
+
+
+@pytest.mark.gpu
+def test_gpu_torch_random_affine_zero_copy():
+    torch = pytest.importorskip("torch")
+    batch = torch.randint(0, 256, (8, 64, 64, 3), dtype=torch.uint8, device="cuda")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    warped, mats = G.random_affine(batch, 20, (0.1, 0.1), (0.9, 1.1), generator=g)
+    assert warped.device.type == "cuda" and mats.device.type == "cuda" and mats.shape == (8, 2, 3)
+    host = batch.cpu().numpy()
+    for n in range(8):
+        np.testing.assert_array_equal(warped[n].cpu().numpy(),
+                                      cv2_warp(host[n], mats[n].cpu().numpy(), (64, 64), "linear"))
+
+
+def test_cv2compat_warps_match_cv2():
+    from cupyprep import cv2compat
+
+    rng = np.random.default_rng(30)
+    img = random_image(rng, (20, 25, 3), np.uint8)
+    M, H = rotation(rng, 20, 25), homography(rng, 20, 25)
+    for flags in (cv2.INTER_LINEAR, cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP):
+        for border in (cv2.BORDER_CONSTANT, cv2.BORDER_REFLECT_101, cv2.BORDER_WRAP):
+            np.testing.assert_array_equal(
+                cv2compat.warpAffine(img, M, (30, 18), flags=flags, borderMode=border, borderValue=(1, 2, 3)),
+                cv2.warpAffine(img, M, (30, 18), flags=flags, borderMode=border, borderValue=(1, 2, 3)))
+            np.testing.assert_array_equal(
+                cv2compat.warpPerspective(img, H, (30, 18), flags=flags, borderMode=border),
+                cv2.warpPerspective(img, H, (30, 18), flags=flags, borderMode=border))
+    assert cv2compat.WARP_INVERSE_MAP == cv2.WARP_INVERSE_MAP
+    assert cv2compat.BORDER_REFLECT_101 == cv2.BORDER_REFLECT_101 and cv2compat.BORDER_WRAP == cv2.BORDER_WRAP
