@@ -173,7 +173,7 @@ def _resize(img, size, interpolation, layout, out, scale=None):
             cn, groups = 1, geo.c  # one group per plane
         s_n, s_c, s_y, s_x = geo.strides
         d_n, d_c, d_y, d_x = dgeo.strides
-        total = geo.n * groups * dh * dw
+        planes = geo.n * groups
         scale_y = scale[0] if scale else _scale(geo.h, dh)
         scale_x = scale[1] if scale else _scale(geo.w, dw)
         i64, i32 = np.int64, np.int32
@@ -191,11 +191,11 @@ def _resize(img, size, interpolation, layout, out, scale=None):
                 extra = (np.float64(1.0 / scale[0] if scale else dh / geo.h),
                          np.float64(1.0 / scale[1] if scale else dw / geo.w))
         fn = _kernels.get_function("resize.cu", _resize_expr(kernel, dtype, cn))
-        launch_1d(fn, total, (
+        launch_3d(fn, planes, dh, dw, (
             arr, dst, i32(groups), i32(geo.h), i32(geo.w), i32(dh), i32(dw),
             i64(s_n), i64(s_c if groups > 1 else 0), i64(s_y), i64(s_x), i64(s_c),
             i64(d_n), i64(d_c if groups > 1 else 0), i64(d_y), i64(d_x), i64(d_c),
-            np.float64(scale_y), np.float64(scale_x), i64(total),
+            np.float64(scale_y), np.float64(scale_x), i32(planes),
         ) + extra)
     return native
 
@@ -698,13 +698,17 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
             itab, ftab = (xp.asarray(it), None) if dtype == np.uint8 else (None, xp.asarray(ft))
         body_end = dw // _OPENCV_WARP_STEP * _OPENCV_WARP_STEP
         bv = [f32(v) for v in bval + (0.0,) * (4 - c)]
-        total = n_out * dh * dw
         fn = _kernels.get_function("warp.cu", _warp_expr("perspective" if perspective else "affine",
                                                          kernel, dtype, c))
-        launch_1d(fn, total, tables + (
+        rows = _WARP_ROWS_PER_THREAD
+        launch_3d(fn, n_out, (dh + rows - 1) // rows, dw, tables + (
             index, mats, i64(mat_step), dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
-            i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab, i64(total)))
+            i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab, i32(n_out), i32(rows)))
     return native
+
+
+# Output rows one warp thread makes (its image's setup is done once for them).
+_WARP_ROWS_PER_THREAD = 4
 
 
 def _host(a):

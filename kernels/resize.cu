@@ -7,43 +7,31 @@
 // and non-contiguous views all use the same kernels: a "group" is a run of CN channels
 // at stride s_c (CN = C for interleaved HWC images, CN = 1 and one group per plane for CHW).
 //
-// One thread per output pixel and group; a grid-stride loop over
-// batch * groups * dst_h * dst_w (64-bit).
+// One thread per output pixel and group. Grid: x across blocks and threads, a row per
+// blockIdx.y, an (image, group) pair per blockIdx.z; loops cover sizes past the grid's
+// limits, and no thread divides per pixel.
 #include "sampling.cuh"
 
-namespace {
-
-struct Geometry {
-    int groups, sh, sw, dh, dw;
-    cp::i64 s_n, s_g, s_y, s_x, s_c;  // source element strides
-    cp::i64 d_n, d_g, d_y, d_x, d_c;  // destination element strides
-};
-
-// Decompose a flat output index into (n, g, y, x) and return the two base offsets.
-__device__ __forceinline__ void locate(const Geometry& g, cp::i64 i, int& dy, int& dx,
-                                       cp::i64& src_base, cp::i64& dst_base) {
-    dx = (int)(i % g.dw);
-    cp::i64 r = i / g.dw;
-    dy = (int)(r % g.dh);
-    r /= g.dh;
-    int grp = (int)(r % g.groups);
-    cp::i64 n = r / g.groups;
-    src_base = n * g.s_n + grp * g.s_g;
-    dst_base = n * g.d_n + grp * g.d_g + dy * g.d_y + (cp::i64)dx * g.d_x;
-}
-
-}  // namespace
 
 #define CUPYPREP_RESIZE_PARAMS                                                         \
     const T* __restrict__ src, T* __restrict__ dst, int groups, int sh, int sw, int dh,  \
         int dw, cp::i64 s_n, cp::i64 s_g, cp::i64 s_y, cp::i64 s_x, cp::i64 s_c,       \
         cp::i64 d_n, cp::i64 d_g, cp::i64 d_y, cp::i64 d_x, cp::i64 d_c,               \
-        double scale_y, double scale_x, cp::i64 total
+        double scale_y, double scale_x, int planes
 
-#define CUPYPREP_RESIZE_SETUP                                                          \
-    const Geometry g = {groups, sh, sw, dh, dw, s_n, s_g, s_y, s_x, s_c,               \
-                        d_n, d_g, d_y, d_x, d_c};                                       \
-    const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
+// The loop nest every resize kernel runs its body in: `sb` / `db` are the source image's
+// (group's) base offset and the destination pixel's offset; `planes` = batch * groups.
+#define CUPYPREP_RESIZE_BEGIN                                                           \
+    for (int plane = blockIdx.z; plane < planes; plane += gridDim.z) {                  \
+        const int n_ = plane / groups, grp_ = plane - n_ * groups;                      \
+        const cp::i64 sb = n_ * s_n + grp_ * s_g, db0 = n_ * d_n + grp_ * d_g;          \
+        for (int dy = blockIdx.y; dy < dh; dy += gridDim.y)                             \
+            for (int dx = blockIdx.x * blockDim.x + threadIdx.x; dx < dw;               \
+                 dx += gridDim.x * blockDim.x) {                                        \
+                const cp::i64 db = db0 + (cp::i64)dy * d_y + (cp::i64)dx * d_x;
+#define CUPYPREP_RESIZE_END \
+    }                       \
+    }  // planes
 
 // Store CN sampled values at the destination.
 template <typename T, int CN>
@@ -56,16 +44,11 @@ __device__ __forceinline__ void store(T* dst, cp::i64 d_c, const T (&v)[CN]) {
 #define CUPYPREP_RESIZE_KERNEL(NAME, CALL)                                                \
     template <typename T, int CN>                                                         \
     __global__ void cupyprep_resize_##NAME(CUPYPREP_RESIZE_PARAMS) {                      \
-        CUPYPREP_RESIZE_SETUP                                                             \
-        for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total;       \
-             i += stride) {                                                               \
-            int dy, dx;                                                                   \
-            cp::i64 sb, db;                                                               \
-            locate(g, i, dy, dx, sb, db);                                                 \
-            T v[CN];                                                                      \
-            CALL;                                                                         \
-            store<T, CN>(dst + db, d_c, v);                                               \
-        }                                                                                 \
+        CUPYPREP_RESIZE_BEGIN                                                             \
+        T v[CN];                                                                          \
+        CALL;                                                                             \
+        store<T, CN>(dst + db, d_c, v);                                                   \
+        CUPYPREP_RESIZE_END                                                               \
     }
 
 // INTER_NEAREST: sx = min(floor(dx * scale_x), sw - 1).
@@ -96,15 +79,11 @@ CUPYPREP_RESIZE_KERNEL(cubic, (cp::sample<T, CN, cp::INTERP_CUBIC>(
 // they have: float(sum) / count.
 template <typename T, int CN>
 __global__ void cupyprep_resize_area_fast(CUPYPREP_RESIZE_PARAMS, int isy, int isx) {
-    CUPYPREP_RESIZE_SETUP
     const int area = isx * isy;
     const float inv_area = __fdiv_rn(1.f, (float)area);
     const int whole_cells = sw / isx;
     const bool two_by_two = isx == 2 && isy == 2;
-    for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        int dy, dx;
-        cp::i64 sb, db;
-        locate(g, i, dy, dx, sb, db);
+    CUPYPREP_RESIZE_BEGIN
         const int sy0 = dy * isy, sx0 = dx * isx;
         // OpenCV's vector body and whole-cell loop end where this row's whole cells end
         const int whole = sy0 + isy <= sh ? whole_cells : 0;
@@ -161,6 +140,7 @@ __global__ void cupyprep_resize_area_fast(CUPYPREP_RESIZE_PARAMS, int isy, int i
             }
         }
     }
+    }  // planes
 }
 
 // Area, weighted regime: both scales >= 1, not both integers. Per axis the host builds
@@ -175,11 +155,7 @@ __global__ void cupyprep_resize_area_weighted(CUPYPREP_RESIZE_PARAMS,
                                               const float* __restrict__ xw,
                                               const int* __restrict__ ytab,
                                               const float* __restrict__ yw) {
-    CUPYPREP_RESIZE_SETUP
-    for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        int dy, dx;
-        cp::i64 sb, db;
-        locate(g, i, dy, dx, sb, db);
+    CUPYPREP_RESIZE_BEGIN
         const int* tx = xtab + 3 * (cp::i64)dx;
         const int* ty = ytab + 3 * (cp::i64)dy;
         const int nx = tx[1], ny = ty[1];
@@ -203,6 +179,7 @@ __global__ void cupyprep_resize_area_weighted(CUPYPREP_RESIZE_PARAMS,
 #pragma unroll
         for (int c = 0; c < CN; ++c) dst[db + c * d_c] = cp::from_float<T>(acc[c]);
     }
+    }  // planes
 }
 
 namespace {
@@ -224,11 +201,7 @@ __device__ __forceinline__ void area_up_coord(int d, double scale, double inv, i
 // As in linear, sx at the right edge clamps with fx = 0 and rows are clamped only.
 template <typename T, int CN>
 __global__ void cupyprep_resize_area_up(CUPYPREP_RESIZE_PARAMS, double inv_y, double inv_x) {
-    CUPYPREP_RESIZE_SETUP
-    for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        int dy, dx;
-        cp::i64 sb, db;
-        locate(g, i, dy, dx, sb, db);
+    CUPYPREP_RESIZE_BEGIN
         int sx, sy;
         float fx, fy;
         area_up_coord(dx, scale_x, inv_x, sx, fx);
@@ -252,4 +225,5 @@ __global__ void cupyprep_resize_area_up(CUPYPREP_RESIZE_PARAMS, double inv_y, do
         cp::linear_blend<T, CN>(src + sb, s_c, tx, ty, v);
         store<T, CN>(dst + db, d_c, v);
     }
+    }  // planes
 }

@@ -6,8 +6,9 @@
 // doubles, `mat_step` apart (0: one matrix for the whole batch). Output image i samples
 // source image `src_index[i]` (NULL: image i). Sources are one strided batch (`src`, one
 // geometry) or a ragged list (`src_ptrs` with per-image `src_hw` and `src_strides`).
-// One thread per destination pixel (all CN channels); a grid-stride loop over
-// n_out * dh * dw (64-bit).
+// One thread per destination pixel (all CN channels). Grid: x across blocks and threads,
+// blockIdx.y a group of rows_per_block rows, blockIdx.z an output image (loops cover sizes
+// past the grid's limits); each thread sets up its image (matrix, geometry) once.
 //
 // OpenCV has two implementations, and picks by channel count and interpolation; each is
 // reproduced step by step, as a family of kernels here:
@@ -79,34 +80,32 @@ __device__ __forceinline__ float tame(float v) {
         cp::i64 mat_step, T* __restrict__ dst, int dh, int dw, cp::i64 d_n, cp::i64 d_y,   \
         cp::i64 d_x, cp::i64 d_c, int border, float bv0, float bv1, float bv2, float bv3,  \
         int body_end, const short* __restrict__ itab, const float* __restrict__ ftab,     \
-        cp::i64 total
+        int n_out, int rows_per_block
 
 namespace {
 
-// Where one output pixel comes from: its source image and inverse matrix.
+// Where one output pixel comes from: its source image and inverse matrix (as doubles for
+// the fixed-point path, rounded to float32 for the float one), and where it goes.
 template <typename T>
 struct Item {
     const T* img;
     int h, w;
     cp::i64 s_y, s_x, s_c;
     const double* m;
+    float mf[9];
     T* out;
     int x, y;
 };
 
+// The per-image part of an Item, set up once per output image.
 template <typename T>
-__device__ __forceinline__ Item<T> locate(cp::i64 i, const T* src,
-                                          const unsigned long long* src_ptrs,
-                                          const int* src_hw, const cp::i64* src_strides, int sh,
-                                          int sw, cp::i64 s_n, cp::i64 s_y, cp::i64 s_x,
-                                          cp::i64 s_c, const int* src_index,
-                                          const double* mats, cp::i64 mat_step, T* dst, int dh,
-                                          int dw, cp::i64 d_n, cp::i64 d_y, cp::i64 d_x) {
+__device__ __forceinline__ Item<T> image_item(int n, const T* src,
+                                              const unsigned long long* src_ptrs,
+                                              const int* src_hw, const cp::i64* src_strides,
+                                              int sh, int sw, cp::i64 s_n, cp::i64 s_y,
+                                              cp::i64 s_x, cp::i64 s_c, const int* src_index,
+                                              const double* mats, cp::i64 mat_step) {
     Item<T> it;
-    it.x = (int)(i % dw);
-    const cp::i64 r = i / dw;
-    it.y = (int)(r % dh);
-    const cp::i64 n = r / dh;
     const cp::i64 k = src_index ? (cp::i64)src_index[n] : n;
     if (src_ptrs) {
         it.img = reinterpret_cast<const T*>(src_ptrs[k]);
@@ -123,8 +122,11 @@ __device__ __forceinline__ Item<T> locate(cp::i64 i, const T* src,
         it.s_x = s_x;
         it.s_c = s_c;
     }
-    it.m = mats + n * mat_step;
-    it.out = dst + n * d_n + (cp::i64)it.y * d_y + (cp::i64)it.x * d_x;
+    it.m = mats + (cp::i64)n * mat_step;
+#pragma unroll
+    for (int j = 0; j < 9; ++j) it.mf[j] = 0.f;
+    it.out = nullptr;
+    it.x = it.y = 0;
     return it;
 }
 
@@ -136,11 +138,8 @@ __device__ __forceinline__ void fill(T* out, cp::i64 d_c, const float (&bval)[4]
 
 // OpenCV's float warp coordinates (see the file comment).
 template <bool PERSPECTIVE>
-__device__ __forceinline__ void float_coords(const double* dm, int x, int y, bool body,
+__device__ __forceinline__ void float_coords(const float (&m)[9], int x, int y, bool body,
                                              float& sx, float& sy) {
-    float m[9];
-#pragma unroll
-    for (int k = 0; k < (PERSPECTIVE ? 9 : 6); ++k) m[k] = (float)dm[k];
     const float fx = (float)x, fy = (float)y;
     float X, Y, W = 1.f;
     if (body) {
@@ -184,7 +183,7 @@ template <typename T, int CN, bool PERSPECTIVE>
 __device__ __forceinline__ void warp_nearest(const Item<T>& it, cp::i64 d_c, int border,
                                              const float (&bval)[4], int body_end) {
     float sx, sy;
-    float_coords<PERSPECTIVE>(it.m, it.x, it.y, it.x < body_end, sx, sy);
+    float_coords<PERSPECTIVE>(it.mf, it.x, it.y, it.x < body_end, sx, sy);
     const int ix = __float2int_rn(tame(sx)), iy = __float2int_rn(tame(sy));
     if (border == CONSTANT && ((unsigned)ix >= (unsigned)it.w || (unsigned)iy >= (unsigned)it.h)) {
         fill<T, CN>(it.out, d_c, bval);
@@ -200,7 +199,7 @@ template <typename T, int CN, bool PERSPECTIVE>
 __device__ __forceinline__ void warp_linear(const Item<T>& it, cp::i64 d_c, int border,
                                             const float (&bval)[4], int body_end) {
     float sx, sy;
-    float_coords<PERSPECTIVE>(it.m, it.x, it.y, it.x < body_end, sx, sy);
+    float_coords<PERSPECTIVE>(it.mf, it.x, it.y, it.x < body_end, sx, sy);
     sx = tame(sx);
     sy = tame(sy);
     const int ix = __float2int_rd(sx), iy = __float2int_rd(sy);
@@ -212,10 +211,24 @@ __device__ __forceinline__ void warp_linear(const Item<T>& it, cp::i64 d_c, int 
         return;
     }
     float p00[CN], p01[CN], p10[CN], p11[CN];
-    tap<T, CN>(it, ix, iy, border, bval, p00);
-    tap<T, CN>(it, ix + 1, iy, border, bval, p01);
-    tap<T, CN>(it, ix, iy + 1, border, bval, p10);
-    tap<T, CN>(it, ix + 1, iy + 1, border, bval, p11);
+    if ((unsigned)ix < (unsigned)(it.w - 1) && (unsigned)iy < (unsigned)(it.h - 1)) {
+        // all four taps inside: no border logic (most pixels of a warp)
+        const T* q0 = it.img + (cp::i64)iy * it.s_y + (cp::i64)ix * it.s_x;
+        const T* q1 = q0 + it.s_y;
+#pragma unroll
+        for (int c = 0; c < CN; ++c) {
+            const cp::i64 o = c * it.s_c;
+            p00[c] = cp::to_float(q0[o]);
+            p01[c] = cp::to_float(q0[it.s_x + o]);
+            p10[c] = cp::to_float(q1[o]);
+            p11[c] = cp::to_float(q1[it.s_x + o]);
+        }
+    } else {
+        tap<T, CN>(it, ix, iy, border, bval, p00);
+        tap<T, CN>(it, ix + 1, iy, border, bval, p01);
+        tap<T, CN>(it, ix, iy + 1, border, bval, p10);
+        tap<T, CN>(it, ix + 1, iy + 1, border, bval, p11);
+    }
 #pragma unroll
     for (int c = 0; c < CN; ++c) {
         const float v0 = __fmaf_rn(a, __fsub_rn(p01[c], p00[c]), p00[c]);
@@ -344,7 +357,7 @@ template <typename T, int CN, bool PERSPECTIVE>
 __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int border,
                                            const float (&bval)[4], int body_end) {
     float sx, sy;
-    float_coords<PERSPECTIVE>(it.m, it.x, it.y, it.x < body_end, sx, sy);
+    float_coords<PERSPECTIVE>(it.mf, it.x, it.y, it.x < body_end, sx, sy);
     sx = tame(sx);
     sy = tame(sy);
     const int ix = __float2int_rd(sx), iy = __float2int_rd(sy);
@@ -383,14 +396,24 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
     template <typename T, int CN>                                                         \
     __global__ void cupyprep_warp_##OP##_##NAME(CUPYPREP_WARP_PARAMS) {                   \
         const float bval[4] = {bv0, bv1, bv2, bv3};                                       \
-        const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;                           \
-        for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total;       \
-             i += stride) {                                                               \
-            const Item<T> it = locate<T>(i, src, src_ptrs, src_hw, src_strides, sh, sw,   \
-                                         s_n, s_y, s_x, s_c, src_index, mats, mat_step,   \
-                                         dst, dh, dw, d_n, d_y, d_x);                     \
-            constexpr bool P = PERSPECTIVE;                                               \
-            CALL;                                                                         \
+        constexpr bool P = PERSPECTIVE;                                                   \
+        for (int n = blockIdx.z; n < n_out; n += gridDim.z) {                             \
+            Item<T> it = image_item<T>(n, src, src_ptrs, src_hw, src_strides, sh, sw, s_n, \
+                                       s_y, s_x, s_c, src_index, mats, mat_step);         \
+            for (int j = 0; j < (P ? 9 : 6); ++j) it.mf[j] = (float)it.m[j];              \
+            T* image_out = dst + (cp::i64)n * d_n;                                        \
+            for (int x = blockIdx.x * blockDim.x + threadIdx.x; x < dw;                   \
+                 x += gridDim.x * blockDim.x) {                                           \
+                it.x = x;                                                                 \
+                for (int g = blockIdx.y; g * rows_per_block < dh; g += gridDim.y) {       \
+                    const int y_end = min(dh, (g + 1) * rows_per_block);                  \
+                    for (int y = g * rows_per_block; y < y_end; ++y) {                    \
+                        it.y = y;                                                         \
+                        it.out = image_out + (cp::i64)y * d_y + (cp::i64)x * d_x;         \
+                        CALL;                                                             \
+                    }                                                                     \
+                }                                                                         \
+            }                                                                             \
         }                                                                                 \
     }
 
