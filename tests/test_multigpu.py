@@ -104,3 +104,33 @@ def test_ddp_style_two_processes_equal_one_gpu(tmp_path):
     ref = ref.cpu().numpy()
     for rank in (0, 1):
         np.testing.assert_array_equal(np.load(tmp_path / f"rank{rank}.npy"), ref[rank::2])
+
+
+def test_two_loaders_on_two_gpus_run_concurrently():
+    import threading
+
+    torch = pytest.importorskip("torch")
+    frames = [random_image(np.random.default_rng(i), (120, 160, 3), np.uint8) for i in range(16)]
+    ref, _ = cupyprep.preprocess(torch.from_numpy(np.stack(frames)).cuda(), (64, 64))
+    ref = ref.cpu().numpy()
+    results, errors = {}, []
+
+    def consume(device):
+        try:
+            with cupyprep.Loader(frames, (64, 64), batch_size=4, device=f"cuda:{device}") as loader:
+                batches = []
+                for batch, _ in loader:
+                    assert batch.device == torch.device("cuda", device)
+                    batches.append(batch.cpu().numpy())
+            results[device] = np.concatenate(batches)
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=consume, args=(d,)) for d in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for device in (0, 1):
+        np.testing.assert_array_equal(results[device], ref)
