@@ -358,8 +358,12 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
                                            const float (&bval)[4], int body_end) {
     float sx, sy;
     float_coords<PERSPECTIVE>(it.mf, it.x, it.y, it.x < body_end, sx, sy);
-    sx = tame(sx);
-    sy = tame(sy);
+    // OpenCV 5's cubic warp clamps each source coordinate to [-m, 2m], m = max(side, 16),
+    // before taking taps (seen with cv2.warpAffine: far outside, every pixel equals the
+    // one at the clamp; it matters only for the periodic borders)
+    const float mx = (float)max(it.w, 16), my = (float)max(it.h, 16);
+    sx = fminf(fmaxf(tame(sx), -mx), 2.f * mx);
+    sy = fminf(fmaxf(tame(sy), -my), 2.f * my);
     const int ix = __float2int_rd(sx), iy = __float2int_rd(sy);
     if (border == CONSTANT && (ix + 2 < 0 || ix - 1 >= it.w || iy + 2 < 0 || iy - 1 >= it.h)) {
         fill<T, CN>(it.out, d_c, bval);

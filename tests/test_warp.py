@@ -303,9 +303,22 @@ def test_kernel_cubic_borders(kernels, border):
     img = random_image(rng, (6, 5, 3), np.float32)
     M = cv2.getRotationMatrix2D((2.0, 2.5), 33.0, 0.8)
     got, ref = run_kernel(kernels, img, M, (9, 8), "cubic", border, 0.5)
-    # OpenCV 5 samples taps several periods away from the image differently for the
-    # periodic borders (reflect / reflect101 / wrap); near the image the kernels agree
     assert_matches_opencv(got, ref, "cubic", np.float32)
+
+
+@pytest.mark.parametrize("border", ["reflect", "reflect101", "wrap"])
+def test_kernel_cubic_far_outside(kernels, border):
+    """OpenCV 5's cubic warp clamps source coordinates to [-m, 2m] per axis, m = max(side,
+    16): far outside the image a periodic border then repeats one pixel instead of the
+    pattern. Shift a 9x11 and a 20x40 image by up to 5 widths, both ways, at fractional
+    offsets, so pixels fall on both sides of both clamps."""
+    rng = np.random.default_rng(23)
+    for h, w in [(9, 11), (20, 40)]:
+        img = random_image(rng, (h, w, 3), np.uint8)
+        for tx, ty in [(-3.3 * w, 0.25), (4.6 * w, -0.5), (0.5, -4.2 * h), (1.25, 5.1 * h)]:
+            M = np.array([[0.9, 0.15, tx], [-0.1, 1.05, ty]])
+            got, ref = run_kernel(kernels, img, M, (3 * h, 3 * w), "cubic", border)
+            assert_matches_opencv(got, ref, "cubic", np.uint8)
 
 
 def test_kernel_gray_noncontiguous_and_photo(kernels):
