@@ -51,15 +51,22 @@ def _nms_variants():
     out = []
     for ts in BOX_DTYPES:
         for best in (False, True):
-            out.append(f"cupyprep_nms_keys<{_t(ts)}, {_b(best)}>")
+            for tk in ("int", "long long"):
+                out.append(f"cupyprep_nms_keys<{_t(ts)}, {_b(best)}, {tk}>")
     for tb in BOX_DTYPES:
         for cls in range(4):
-            out.append(f"cupyprep_nms_gather<{_t(tb)}, {cls}>")
+            for tk in ("int", "long long"):
+                out.append(f"cupyprep_nms_gather<{_t(tb)}, {cls}, {tk}>")
+    out.append("cupyprep_nms_first_chunk")
     for half in (False, True):
         for classes in (False, True):
-            out.append(f"cupyprep_nms_mask<{_b(half)}, {_b(classes)}>")
-    for glob in (False, True):
-        out.append(f"cupyprep_nms_reduce<{_b(glob)}>")
+            for first in (False, True):
+                out.append(f"cupyprep_nms_mask<{_b(half)}, {_b(classes)}, {_b(first)}>")
+    for grouped in (False, True):
+        out.append(f"cupyprep_nms_reduce<{_b(grouped)}>")
+    for ts in BOX_DTYPES:
+        out.append(f"cupyprep_nms_final_keys<{_t(ts)}>")
+    out.append("cupyprep_nms_final_ids")
     for tb in BOX_DTYPES:
         for ts in BOX_DTYPES:
             out.append(f"cupyprep_nms_emit<{_t(tb)}, {_t(ts)}>")
@@ -73,8 +80,10 @@ def _roi_align_variants():
 _kernels.register_variants("nms", "nms.cu", _nms_variants)
 _kernels.register_variants("roi_align", "roi_align.cu", _roi_align_variants)
 
-_SHARED_WORDS = 4096  # CUPYPREP_NMS_SHARED_WORDS in nms.cu
-_REDUCE_THREADS = 256
+# batched_nms with more boxes than this sorts by class first, so the mask and the greedy
+# pass see each class's boxes alone (fewer launches and sorts below it)
+_GROUPED_MIN_BOXES = 8192
+_MASK_Y = 32  # blocks per row of 64-row chunks in the mask launch (each loops over tiles)
 
 
 # --- argument checks -------------------------------------------------------------------------------
@@ -125,6 +134,15 @@ def _argsort(call, native, view):
     return np.argsort(view, kind="stable")
 
 
+def _sorted(call, native, view):
+    """The values in ascending order (a device array of the caller's library)."""
+    if call.kind == "torch":
+        import torch
+
+        return _arrays._from_torch(torch.sort(native).values)
+    return call.xp.sort(view)
+
+
 def _scratch(call, shape, dtype):
     """A temporary on the caller's allocator (torch's caching allocator for torch inputs,
     so the pipeline stays capturable in a CUDA graph)."""
@@ -133,21 +151,28 @@ def _scratch(call, shape, dtype):
 
 def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_threshold,
                   score_threshold, top_k, max_det, cls_mode, class_src=None, s_cls=0,
-                  want_classes=False):
+                  want_classes=False, grouped=False):
     """Launch keys -> argsort -> gather -> mask -> reduce. Returns device arrays
-    ``(ids (B, max_det) int64, classes (B, max_det) int64 or None, counts (B,) int64)``."""
+    ``(ids (B, max_det) int64, classes (B, max_det) int64 or None, counts (B,) int64)``.
+
+    ``grouped`` (batched_nms: one segment, classes from ``class_src``): candidates sorted by
+    class, then score; each class is reduced on its own and the kept ids put back in score
+    order by a final sort."""
     i32, i64, f32 = np.int32, np.int64, np.float32
     best = cls_mode == _CLS_BEST
     S = N if (best or cls_mode != _CLS_PER_CANDIDATE) else N * C
     Kc = S if top_k is None else min(S, top_k)
     cb = (Kc + 63) // 64
     total = B * S
-    keys_native, keys = _scratch(call, (total,), np.int64)
+    # one segment: 32-bit keys (the segment part is zero) sort faster
+    key_type, key_dtype = ("int", np.int32) if (B == 1 and not grouped) else ("long long", np.int64)
+    keys_native, keys = _scratch(call, (total,), key_dtype)
     best_arr = _scratch(call, (total,), np.int64)[1] if best else None
-    fn = _kernels.get_function("nms.cu", f"cupyprep_nms_keys<{_t(scores.dtype)}, {_b(best)}>")
+    fn = _kernels.get_function("nms.cu", f"cupyprep_nms_keys<{_t(scores.dtype)}, {_b(best)}, {key_type}>")
     has_thr = score_threshold is not None
     launch_1d(fn, total, (scores, i64(s_strides[0]), i64(s_strides[1]), i64(s_strides[2]), i32(N),
-                          i32(C), i32(has_thr), f32(score_threshold if has_thr else 0.0), i64(total),
+                          i32(C), i32(has_thr), f32(score_threshold if has_thr else 0.0),
+                          class_src if grouped else None, i64(s_cls if grouped else 0), i64(total),
                           keys, best_arr))
     perm = _argsort(call, keys_native, keys)
     sboxes = _scratch(call, (B * Kc * 4,), np.float32)[1]
@@ -155,26 +180,47 @@ def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
     mcount = _scratch(call, (B,), np.int32)[1]
     classes = cls_mode != _CLS_NONE
     scls = _scratch(call, (B * Kc,), np.int64)[1] if classes else None
-    src = best_arr if best else class_src
-    fn = _kernels.get_function("nms.cu", f"cupyprep_nms_gather<{_t(boxes.dtype)}, {cls_mode}>")
-    launch_1d(fn, B * Kc, (boxes, i64(b_strides[0]), i64(b_strides[1]), i64(b_strides[2]), keys, perm,
-                           src, i64(s_cls), i64(S), i32(C), i32(Kc), i64(B * Kc), sboxes, scls, sid,
-                           mcount))
-    words = 64 * (cb * (cb + 1) // 2)
-    mask = _scratch(call, (B * words,), np.uint64)[1]
-    half = boxes.dtype == np.float16
-    # best-class candidates carry a class for the output but suppress across classes
-    mask_classes = cls_mode == _CLS_FROM_BOX or (cls_mode == _CLS_PER_CANDIDATE and C > 1)
-    fn = _kernels.get_function("nms.cu", f"cupyprep_nms_mask<{_b(half)}, {_b(mask_classes)}>")
-    fn((cb, cb, B), (64,), (sboxes, scls, mcount, i32(Kc), i32(cb), f32(iou_threshold), mask))
-    glob = cb > _SHARED_WORDS
-    remv = _scratch(call, (B * cb,), np.uint64)[1] if glob else None
+    # the reduce's state, zeroed by the gather: a ticket word, the grouped count, and two
+    # words per chunk
+    state = _scratch(call, (2 + 2 * B * cb,), np.uint64)[1]
     ids = _scratch(call, (B, max_det), np.int64)
     cls_out = _scratch(call, (B, max_det), np.int64) if want_classes else (None, None)
     counts = _scratch(call, (B,), np.int64)
-    fn = _kernels.get_function("nms.cu", f"cupyprep_nms_reduce<{_b(glob)}>")
-    fn((B,), (_REDUCE_THREADS,), (mask, mcount, sid, scls if want_classes else None, i32(Kc), i32(cb),
-                                  i32(max_det), remv, ids[1], cls_out[1], counts[1]))
+    fill_ids = ids[1] if not grouped else None
+    n_fill = B * max_det if not grouped else 0
+    src = best_arr if best else class_src
+    fn = _kernels.get_function("nms.cu", f"cupyprep_nms_gather<{_t(boxes.dtype)}, {cls_mode}, {key_type}>")
+    launch_1d(fn, max(B * Kc, state.size, n_fill),
+              (boxes, i64(b_strides[0]), i64(b_strides[1]), i64(b_strides[2]), keys, perm, src, i64(s_cls),
+               i64(S), i32(C), i32(Kc), i64(B * Kc), sboxes, scls, sid, mcount, state, i64(state.size),
+               fill_ids, i64(n_fill)))
+    if cls_out[1] is not None:
+        cls_out[1].fill(-1)
+    first = None
+    if grouped:
+        first = _scratch(call, (cb,), np.int32)[1]
+        launch_1d(_kernels.get_function("nms.cu", "cupyprep_nms_first_chunk"), cb,
+                  (scls, i32(Kc), i32(cb), first))
+    mask = _scratch(call, (B * 64 * (cb * (cb + 1) // 2),), np.uint64)[1]
+    half = boxes.dtype == np.float16
+    # best-class candidates carry a class for the output but suppress across classes
+    mask_classes = cls_mode == _CLS_FROM_BOX or (cls_mode == _CLS_PER_CANDIDATE and C > 1)
+    fn = _kernels.get_function("nms.cu", f"cupyprep_nms_mask<{_b(half)}, {_b(mask_classes)}, {_b(grouped)}>")
+    fn((cb, max(1, min((cb + 1) // 2, _MASK_Y)), B), (64,),
+       (sboxes, scls, mcount, first, i32(Kc), i32(cb), f32(iou_threshold), mask))
+    ticket, grouped_count, chain = state[0:1].view(np.uint32), state[1:2], state[2:]
+    kept = _scratch(call, (cb,), np.uint64)[1] if grouped else None
+    fn = _kernels.get_function("nms.cu", f"cupyprep_nms_reduce<{_b(grouped)}>")
+    fn((B * cb,), (32,), (mask, mcount, first, sid, scls if want_classes else None, i32(Kc), i32(cb),
+                          i32(max_det), chain, ticket, ids[1], cls_out[1],
+                          grouped_count.view(np.int64) if grouped else counts[1], kept))
+    if grouped:
+        final_native, final = _scratch(call, (Kc,), np.int64)
+        launch_1d(_kernels.get_function("nms.cu", f"cupyprep_nms_final_keys<{_t(scores.dtype)}>"), Kc,
+                  (scores, i64(s_strides[1]), sid, kept, i32(Kc), final))
+        ordered = _sorted(call, final_native, final)
+        launch_1d(_kernels.get_function("nms.cu", "cupyprep_nms_final_ids"), max_det,
+                  (ordered, grouped_count, i32(max_det), ids[1], counts[1]))
     return ids, cls_out, counts
 
 
@@ -238,7 +284,8 @@ def nms(boxes, scores, iou_threshold, *, return_count=False):
     separately; the threshold is compared as float32 (as torchvision's CUDA kernel does).
     Degenerate boxes (x2 < x1 or y2 < y1) follow the same arithmetic (their area is
     negative or zero); NaN coordinates give NaN IoU, which suppresses nothing. The whole
-    greedy pass runs on the GPU in one block: no mask goes to the host.
+    greedy pass runs on the GPU (one warp per 64 boxes, chained in score order): no mask
+    goes to the host.
 
     Example
     -------
@@ -265,7 +312,10 @@ def batched_nms(boxes, scores, idxs, iou_threshold, *, return_count=False):
     Boxes of different categories never suppress each other; IoU is computed only within
     a category, so the result is the per-category :func:`nms`, not torchvision's
     coordinate-offset trick (whose shifted coordinates can round an IoU differently).
-    Ties in score across categories are ordered by index.
+    Ties in score across categories are ordered by index. Above 8192 boxes the boxes are
+    sorted by category first, so each category's suppression runs on its own (in parallel)
+    and only boxes of one category are compared; the kept boxes are then sorted back into
+    score order.
 
     Example
     -------
@@ -309,7 +359,7 @@ def _nms_call(boxes, scores, idxs, iou_threshold, return_count):
         ids, _, counts = _nms_pipeline(
             call, b, (0, bs[0], bs[1]), s, (0, ss[0], 0), 1, n, 1, iou_threshold=thr,
             score_threshold=None, top_k=None, max_det=n, cls_mode=cls_mode, class_src=cls,
-            s_cls=s_cls)
+            s_cls=s_cls, grouped=cls is not None and n > _GROUPED_MIN_BOXES)
         ids = (ids[0], ids[1])
         return _finish(call, ids, counts, return_count)
 
