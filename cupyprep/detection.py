@@ -514,27 +514,8 @@ def box_convert(boxes, in_fmt, out_fmt):
     in_fmt = _validate.choice("in_fmt", in_fmt, BOX_FORMATS)
     out_fmt = _validate.choice("out_fmt", out_fmt, BOX_FORMATS)
     call, arr = _box_arg("boxes", boxes)
-    return _generic(call, lambda xp, a: _convert_xp(xp, a, in_fmt, out_fmt),
+    return _generic(call, lambda xp, a: cpu.box_convert(a, in_fmt, out_fmt, xp=xp),
                     lambda a: cpu.box_convert(a, in_fmt, out_fmt), arr)
-
-
-def _convert_xp(xp, b, in_fmt, out_fmt):
-    dt = b.dtype
-    h = dt.type(0.5)
-    x, y, p, q = (b[..., i] for i in range(4))
-    if in_fmt == "xyxy":
-        x1, y1, x2, y2 = x, y, p, q
-    elif in_fmt == "xywh":
-        x1, y1, x2, y2 = x, y, x + p, y + q
-    else:
-        x1, y1, x2, y2 = x - h * p, y - h * q, x + h * p, y + h * q
-    if out_fmt == "xyxy":
-        out = (x1, y1, x2, y2)
-    elif out_fmt == "xywh":
-        out = (x1, y1, x2 - x1, y2 - y1)
-    else:
-        out = ((x1 + x2) / dt.type(2), (y1 + y2) / dt.type(2), x2 - x1, y2 - y1)
-    return xp.stack(out, axis=-1).astype(dt)
 
 
 def _generic(call, gpu_fn, cpu_fn, *arrays):
