@@ -646,6 +646,17 @@ def _variances(variances):
     return tuple(_validate.number("variances", v) for v in variances)
 
 
+def _head_arg(name, head, last_ok, expected):
+    """A decoder's head output: (..., P, K) float32 / float16 with ``last_ok(K)``; the
+    error names ``name`` and the ``expected`` shape."""
+    call = _arrays.prepare(head, name)
+    arr = call.array
+    if arr.ndim < 2 or not last_ok(arr.shape[-1]):
+        raise ValueError(f"{name}: expected shape {expected}, got {_arrays.describe(arr)}")
+    _validate.dtype_in(name, arr, BOX_DTYPES)
+    return call, arr
+
+
 def decode_boxes(loc, priors, variances=(0.1, 0.2)):
     """SSD / RetinaFace box decoding: offsets against anchors -> xyxy boxes.
 
@@ -662,11 +673,7 @@ def decode_boxes(loc, priors, variances=(0.1, 0.2)):
     -------
     >>> boxes = cupyprep.decode_boxes(loc[0], priors) * scale              # doctest: +SKIP
     """
-    call = _arrays.prepare(loc, "loc")
-    arr = call.array
-    if arr.ndim < 2 or arr.shape[-1] != 4:
-        raise ValueError(f"loc: expected shape (..., P, 4), got {_arrays.describe(arr)}")
-    _validate.dtype_in("loc", arr, BOX_DTYPES)
+    call, arr = _head_arg("loc", loc, lambda k: k == 4, "(..., P, 4)")
     v = _variances(variances)
     p = _priors_for(call, priors, arr.shape[-2])
 
@@ -693,11 +700,7 @@ def decode_landmarks(pre, priors, variances=(0.1, 0.2)):
     -------
     >>> pts = cupyprep.decode_landmarks(landms[0], priors)                 # doctest: +SKIP
     """
-    call = _arrays.prepare(pre, "pre")
-    arr = call.array
-    if arr.ndim < 2 or arr.shape[-1] % 2 or arr.shape[-1] == 0:
-        raise ValueError(f"pre: expected shape (..., P, 2L), got {_arrays.describe(arr)}")
-    _validate.dtype_in("pre", arr, BOX_DTYPES)
+    call, arr = _head_arg("pre", pre, lambda k: k > 0 and k % 2 == 0, "(..., P, 2L)")
     v = _variances(variances)
     p = _priors_for(call, priors, arr.shape[-2])
 
@@ -732,12 +735,8 @@ def decode_yolo(pred, *, objectness=True):
     >>> boxes, scores = cupyprep.decode_yolo(out)                          # doctest: +SKIP
     >>> det = cupyprep.multiclass_nms(boxes, scores, score_threshold=0.25)   # doctest: +SKIP
     """
-    call = _arrays.prepare(pred, "pred")
-    arr = call.array
     extra = 5 if objectness else 4
-    if arr.ndim < 2 or arr.shape[-1] <= extra:
-        raise ValueError(f"pred: expected shape (..., N, {extra} + C) with C >= 1, got {_arrays.describe(arr)}")
-    _validate.dtype_in("pred", arr, BOX_DTYPES)
+    call, arr = _head_arg("pred", pred, lambda k: k > extra, f"(..., N, {extra} + C) with C >= 1")
 
     if not call.device or call.kind == "numpy":
         bx, sc = cpu.decode_yolo(np.asarray(arr), objectness)
