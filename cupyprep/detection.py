@@ -564,27 +564,8 @@ def box_convert(boxes, in_fmt, out_fmt):
     in_fmt = _validate.choice("in_fmt", in_fmt, BOX_FORMATS)
     out_fmt = _validate.choice("out_fmt", out_fmt, BOX_FORMATS)
     call, arr = _box_arg("boxes", boxes)
-    return _generic(call, lambda xp, a: _convert_xp(xp, a, in_fmt, out_fmt),
+    return _generic(call, lambda xp, a: cpu.box_convert(a, in_fmt, out_fmt, xp=xp),
                     lambda a: cpu.box_convert(a, in_fmt, out_fmt), arr)
-
-
-def _convert_xp(xp, b, in_fmt, out_fmt):
-    dt = b.dtype
-    h = dt.type(0.5)
-    x, y, p, q = (b[..., i] for i in range(4))
-    if in_fmt == "xyxy":
-        x1, y1, x2, y2 = x, y, p, q
-    elif in_fmt == "xywh":
-        x1, y1, x2, y2 = x, y, x + p, y + q
-    else:
-        x1, y1, x2, y2 = x - h * p, y - h * q, x + h * p, y + h * q
-    if out_fmt == "xyxy":
-        out = (x1, y1, x2, y2)
-    elif out_fmt == "xywh":
-        out = (x1, y1, x2 - x1, y2 - y1)
-    else:
-        out = ((x1 + x2) / dt.type(2), (y1 + y2) / dt.type(2), x2 - x1, y2 - y1)
-    return xp.stack(out, axis=-1).astype(dt)
 
 
 def _generic(call, gpu_fn, cpu_fn, *arrays):
@@ -715,6 +696,17 @@ def _variances(variances):
     return tuple(_validate.number("variances", v) for v in variances)
 
 
+def _head_arg(name, head, last_ok, expected):
+    """A decoder's head output: (..., P, K) float32 / float16 with ``last_ok(K)``; the
+    error names ``name`` and the ``expected`` shape."""
+    call = _arrays.prepare(head, name)
+    arr = call.array
+    if arr.ndim < 2 or not last_ok(arr.shape[-1]):
+        raise ValueError(f"{name}: expected shape {expected}, got {_arrays.describe(arr)}")
+    _validate.dtype_in(name, arr, BOX_DTYPES)
+    return call, arr
+
+
 def decode_boxes(loc, priors, variances=(0.1, 0.2)):
     """SSD / RetinaFace box decoding: offsets against anchors -> xyxy boxes.
 
@@ -731,11 +723,7 @@ def decode_boxes(loc, priors, variances=(0.1, 0.2)):
     -------
     >>> boxes = cupyprep.decode_boxes(loc[0], priors) * scale              # doctest: +SKIP
     """
-    call = _arrays.prepare(loc, "loc")
-    arr = call.array
-    if arr.ndim < 2 or arr.shape[-1] != 4:
-        raise ValueError(f"loc: expected shape (..., P, 4), got {_arrays.describe(arr)}")
-    _validate.dtype_in("loc", arr, BOX_DTYPES)
+    call, arr = _head_arg("loc", loc, lambda k: k == 4, "(..., P, 4)")
     v = _variances(variances)
     p = _priors_for(call, priors, arr.shape[-2])
 
@@ -762,11 +750,7 @@ def decode_landmarks(pre, priors, variances=(0.1, 0.2)):
     -------
     >>> pts = cupyprep.decode_landmarks(landms[0], priors)                 # doctest: +SKIP
     """
-    call = _arrays.prepare(pre, "pre")
-    arr = call.array
-    if arr.ndim < 2 or arr.shape[-1] % 2 or arr.shape[-1] == 0:
-        raise ValueError(f"pre: expected shape (..., P, 2L), got {_arrays.describe(arr)}")
-    _validate.dtype_in("pre", arr, BOX_DTYPES)
+    call, arr = _head_arg("pre", pre, lambda k: k > 0 and k % 2 == 0, "(..., P, 2L)")
     v = _variances(variances)
     p = _priors_for(call, priors, arr.shape[-2])
 
@@ -801,12 +785,8 @@ def decode_yolo(pred, *, objectness=True):
     >>> boxes, scores = cupyprep.decode_yolo(out)                          # doctest: +SKIP
     >>> det = cupyprep.multiclass_nms(boxes, scores, score_threshold=0.25)   # doctest: +SKIP
     """
-    call = _arrays.prepare(pred, "pred")
-    arr = call.array
     extra = 5 if objectness else 4
-    if arr.ndim < 2 or arr.shape[-1] <= extra:
-        raise ValueError(f"pred: expected shape (..., N, {extra} + C) with C >= 1, got {_arrays.describe(arr)}")
-    _validate.dtype_in("pred", arr, BOX_DTYPES)
+    call, arr = _head_arg("pred", pred, lambda k: k > extra, f"(..., N, {extra} + C) with C >= 1")
 
     if not call.device or call.kind == "numpy":
         bx, sc = cpu.decode_yolo(np.asarray(arr), objectness)

@@ -9,12 +9,9 @@ __global__ void cupyprep_swap_rb(const T* __restrict__ src, T* __restrict__ dst,
                                  cp::i64 total) {
     const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
     for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        const int x = (int)(i % w);
-        const cp::i64 r = i / w;
-        const int y = (int)(r % h);
-        const cp::i64 n = r / h;
-        const T* p = src + n * s_n + y * s_y + (cp::i64)x * s_x;
-        T* q = dst + n * d_n + y * d_y + (cp::i64)x * d_x;
+        const cp::pixel px = cp::unflatten_pixel(i, h, w);
+        const T* p = src + cp::pixel_offset(px, s_n, s_y, s_x);
+        T* q = dst + cp::pixel_offset(px, d_n, d_y, d_x);
         T v[CN];
 #pragma unroll
         for (int c = 0; c < CN; ++c) v[c] = p[c * s_c];
@@ -32,12 +29,9 @@ __global__ void cupyprep_to_gray(const T* __restrict__ src, T* __restrict__ dst,
                                  cp::i64 d_n, cp::i64 d_y, cp::i64 d_x, cp::i64 total) {
     const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
     for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        const int x = (int)(i % w);
-        const cp::i64 r = i / w;
-        const int y = (int)(r % h);
-        const cp::i64 n = r / h;
-        const T* p = src + n * s_n + y * s_y + (cp::i64)x * s_x;
-        T* q = dst + n * d_n + y * d_y + (cp::i64)x * d_x;
+        const cp::pixel px = cp::unflatten_pixel(i, h, w);
+        const T* p = src + cp::pixel_offset(px, s_n, s_y, s_x);
+        T* q = dst + cp::pixel_offset(px, d_n, d_y, d_x);
         if constexpr (cp::is_integer<T>::value) {
             const unsigned cw[3] = {BIDX == 0 ? 3735u : 9798u, 19235u, BIDX == 0 ? 9798u : 3735u};
             const unsigned v = (unsigned)p[0] * cw[0] + (unsigned)p[s_c] * cw[1] +

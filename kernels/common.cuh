@@ -64,6 +64,28 @@ template <> __device__ __forceinline__ cp_half from_float<cp_half>(float v) {
     return h;
 }
 
+// --- pixel addressing ----------------------------------------------------------------
+// Per-pixel kernels run a grid-stride loop over a flat index i in [0, N*H*W), x fastest;
+// unflatten_pixel splits it back into (n, y, x), and pixel_offset turns that into an element
+// offset through explicit strides (64-bit: a batch can pass 2^31 elements).
+struct pixel {
+    i64 n;
+    int y, x;
+};
+
+__device__ __forceinline__ pixel unflatten_pixel(i64 i, int h, int w) {
+    pixel p;
+    p.x = (int)(i % w);
+    const i64 r = i / w;
+    p.y = (int)(r % h);
+    p.n = r / h;
+    return p;
+}
+
+__device__ __forceinline__ i64 pixel_offset(const pixel& p, i64 s_n, i64 s_y, i64 s_x) {
+    return p.n * s_n + p.y * s_y + (i64)p.x * s_x;
+}
+
 __device__ __forceinline__ unsigned char saturate_u8(int v) {
     return (unsigned char)(v < 0 ? 0 : (v > 255 ? 255 : v));
 }

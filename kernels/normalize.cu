@@ -20,12 +20,9 @@ __global__ void cupyprep_normalize(const TIn* __restrict__ src, TOut* __restrict
     const float inv_std[4] = {sd0, sd1, sd2, sd3};  // 1 / std, rounded once on the host
     const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
     for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        const int x = (int)(i % w);
-        const cp::i64 r = i / w;
-        const int y = (int)(r % h);
-        const cp::i64 n = r / h;
-        const TIn* p = src + n * s_n + y * s_y + (cp::i64)x * s_x;
-        TOut* q = dst + n * d_n + y * d_y + (cp::i64)x * d_x;
+        const cp::pixel px = cp::unflatten_pixel(i, h, w);
+        const TIn* p = src + cp::pixel_offset(px, s_n, s_y, s_x);
+        TOut* q = dst + cp::pixel_offset(px, d_n, d_y, d_x);
         float v[CN];
 #pragma unroll
         for (int c = 0; c < CN; ++c) v[c] = cp::to_float(p[c * s_c]);

@@ -139,9 +139,10 @@ def best_class(scores):
 
 
 # --- box ops -------------------------------------------------------------------------------------
-def box_convert(boxes, in_fmt, out_fmt):
-    """torchvision's box_convert arithmetic in the boxes' dtype (via xyxy)."""
-    b = np.asarray(boxes)
+def box_convert(boxes, in_fmt, out_fmt, xp=np):
+    """torchvision's box_convert arithmetic in the boxes' dtype (via xyxy). Element-wise
+    only, so the GPU side runs the same expression with ``xp=cupy``."""
+    b = xp.asarray(boxes)
     dt = b.dtype
     h = dt.type(0.5)
     x, y, p, q = (b[..., i] for i in range(4))
@@ -158,7 +159,7 @@ def box_convert(boxes, in_fmt, out_fmt):
             out = (x1, y1, x2 - x1, y2 - y1)
         else:
             out = ((x1 + x2) / dt.type(2), (y1 + y2) / dt.type(2), x2 - x1, y2 - y1)
-    return np.stack(out, axis=-1).astype(dt)
+    return xp.stack(out, axis=-1).astype(dt)
 
 
 def clip_boxes(boxes, size):
