@@ -311,6 +311,7 @@ __global__ void cupyprep_nms_mask(const float* __restrict__ sboxes,
             const int r = lane + 32 * h;
             unsigned long long cand = all_pairs ? ~0ull : overlap_bits(h ? o1 : o0, to);
             if (c == rb) cand &= (r == 0) ? 0ull : (~0ull >> (64 - r));  // rows before r
+            if (c * 64 + 64 > m) cand &= ~0ull >> (c * 64 + 64 - m);         // rows below m
             unsigned long long bits = 0;
             while (cand != 0ull) {
                 const int i = __ffsll((long long)cand) - 1;
