@@ -5,7 +5,9 @@ previous batch on a compute stream at the same time.
 The data path of one batch, on a CUDA device::
 
     source --(feeder thread)--> decode pool (cv2.imread / imdecode, or the frame itself)
-           --> copy pool: frames into a pinned staging buffer (uint8, packed)
+           --> copy pool: frames into a pinned staging buffer (uint8, packed), while the
+               previous batch is sent and launched (frames already in page-locked memory,
+               such as torch's pin_memory() tensors, are sent from where they are)
            --> copy stream: one host-to-device copy, event ``copied``
            --> compute stream: waits ``copied``, cupyprep.preprocess, events ``consumed``
                (the device staging buffer may be overwritten) and ``ready``
@@ -32,6 +34,7 @@ import queue
 import sys
 import threading
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -219,35 +222,66 @@ class _Slot:
         self.host_mem = None
         self.dev = None
         self.dev_ptr = 0
+        self.held = None  # page-locked frames copied from directly, until `copied`
         self.copied = cupy.cuda.Event(block=False, disable_timing=True)
         self.consumed = cupy.cuda.Event(block=False, disable_timing=True)
 
-    def ensure(self, nbytes, library):
-        if nbytes <= self.capacity:
-            return
+    def ensure(self, nbytes, library, host=True):
+        """Room for nbytes on the device, and in the pinned buffer when ``host`` (frames
+        that are page-locked already need none)."""
         import cupy
 
-        self.copied.synchronize()
-        self.consumed.synchronize()
-        capacity = max(nbytes, int(self.capacity * 1.25))
-        self.host_mem = cupy.cuda.alloc_pinned_memory(capacity)
-        self.host = np.frombuffer(self.host_mem, np.uint8, capacity)
-        if library == "torch":
-            import torch
+        if nbytes > self.capacity:
+            self.copied.synchronize()
+            self.consumed.synchronize()
+            self.capacity = max(nbytes, int(self.capacity * 1.25))
+            if library == "torch":
+                import torch
 
-            self.dev = torch.empty(capacity, dtype=torch.uint8, device=f"cuda:{self.device}")
-            self.dev_ptr = self.dev.data_ptr()
-        else:
-            self.dev = cupy.empty(capacity, np.uint8)
-            self.dev_ptr = self.dev.data.ptr
-        self.capacity = capacity
+                self.dev = torch.empty(self.capacity, dtype=torch.uint8, device=f"cuda:{self.device}")
+                self.dev_ptr = self.dev.data_ptr()
+            else:
+                self.dev = cupy.empty(self.capacity, np.uint8)
+                self.dev_ptr = self.dev.data.ptr
+            self.host = self.host_mem = None  # allocated again below at the new capacity
+        if host and self.host is None:
+            self.host_mem = cupy.cuda.alloc_pinned_memory(self.capacity)
+            self.host = np.frombuffer(self.host_mem, np.uint8, self.capacity)
 
     def release(self):
         if self.capacity:
             self.copied.synchronize()
             self.consumed.synchronize()
-        self.host = self.host_mem = self.dev = None
+        self.host = self.host_mem = self.dev = self.held = None
         self.capacity = 0
+
+
+class _Staged(NamedTuple):
+    """One batch between its staging and its launch."""
+
+    frames: list
+    extra: dict
+    shapes: list
+    offsets: list
+    nbytes: int
+    uniform: bool
+    slot: _Slot
+    direct: bool
+    futures: list
+
+
+def _page_locked(frame):
+    """True when a C-contiguous frame lies in page-locked (pinned) host memory, which the
+    copy engine reads directly (for example a torch tensor from ``pin_memory()``)."""
+    if not frame.flags.c_contiguous or frame.nbytes == 0:
+        return False
+    import cupy
+
+    try:
+        kind = cupy.cuda.runtime.pointerGetAttributes(frame.ctypes.data).type
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return False
+    return kind == cupy.cuda.runtime.memoryTypeHost
 
 
 def _layout(frames):
@@ -270,8 +304,9 @@ def _layout(frames):
     return shapes, offsets, end, uniform
 
 
-def _copy_jobs(frames, shapes, offsets, host, row_bytes_target=4 << 20):
-    """Pieces of the staging copy: frames split into row bands of a few MB each."""
+def _copy_jobs(frames, shapes, offsets, host, row_bytes_target=16 << 20):
+    """Pieces of the staging copy: whole frames, or row bands of about 16 MB of larger ones
+    (large copies run faster than many small ones: a 1080p frame is one job)."""
     jobs = []
     for f, s, off in zip(frames, shapes, offsets):
         dst = host[off:off + math.prod(s) * f.dtype.itemsize].view(f.dtype).reshape(s)
@@ -309,6 +344,7 @@ class _Pipeline:
                         if device is not None else None)
         self.thread = threading.Thread(target=self._run, name="cupyprep-loader", daemon=True)
         self.slots = []
+        self.staged = None  # a batch whose staging copy is under way
         self.streams = None
         self.consumer_stream = None
         self.closed = False
@@ -371,6 +407,9 @@ class _Pipeline:
             pending.append(batch)
         while pending:
             self._emit(pending.popleft())
+        if self.staged is not None:
+            staged, self.staged = self.staged, None
+            self._finish_gpu(staged)
 
     def _emit(self, batch):
         positions = [p for p, _ in batch]
@@ -381,9 +420,12 @@ class _Pipeline:
         if self.device is None:
             result, meta = self._process_cpu(frames)
             self._put((result, _with_extra(meta, extra), None))
-        else:
-            result, meta, ready = self._process_gpu(frames)
-            self._put((result, _with_extra(meta, extra), ready))
+            return
+        # the copy threads stage this batch while the previous one is sent and launched
+        staged = self._stage_gpu(frames, extra)
+        previous, self.staged = self.staged, staged
+        if previous is not None:
+            self._finish_gpu(previous)
 
     def _process_cpu(self, frames):
         _layout(frames)  # the same checks as the device path
@@ -412,38 +454,55 @@ class _Pipeline:
         self.slots = [_Slot(self.device) for _ in range(_STAGING_BUFFERS)]
         self.turn = 0
 
-    def _process_gpu(self, frames):
-        import cupy
-
-        copy_s, compute_s, _, compute_t = self.streams
+    def _stage_gpu(self, frames, extra):
+        """Take the next staging slot and start copying the frames into its pinned buffer
+        (copy threads); frames that already live in page-locked memory are not copied."""
         shapes, offsets, nbytes, uniform = _layout(frames)
         slot = self.slots[self.turn % len(self.slots)]
         self.turn += 1
-        slot.copied.synchronize()  # the pinned buffer's last copy has left it
-        slot.ensure(nbytes, self.output)
-        jobs = _copy_jobs(frames, shapes, offsets, slot.host)
-        for f in [self.copiers.submit(_copy_band, job) for job in jobs]:
+        slot.copied.synchronize()  # the slot's last host-to-device copy has finished
+        slot.held = None  # frames it copied from directly may go now
+        direct = all(_page_locked(f) for f in frames)
+        slot.ensure(nbytes, self.output, host=not direct)
+        futures = []
+        if not direct:
+            futures = [self.copiers.submit(_copy_band, job) for job in _copy_jobs(frames, shapes, offsets, slot.host)]
+        return _Staged(frames, extra, shapes, offsets, nbytes, uniform, slot, direct, futures)
+
+    def _finish_gpu(self, st):
+        """Wait for the staging copies, send the batch on the copy stream, preprocess it on
+        the compute stream and queue it for the consumer."""
+        import cupy
+
+        copy_s, compute_s, _, compute_t = self.streams
+        for f in st.futures:
             self._wait(f)
+        slot = st.slot
         copy_s.wait_event(slot.consumed)  # the device buffer's last reader is done
-        cupy.cuda.runtime.memcpyAsync(slot.dev_ptr, slot.host.ctypes.data, nbytes,
-                                      cupy.cuda.runtime.memcpyHostToDevice, copy_s.ptr)
+        h2d = cupy.cuda.runtime.memcpyHostToDevice
+        if st.direct:
+            for f, off in zip(st.frames, st.offsets):
+                cupy.cuda.runtime.memcpyAsync(slot.dev_ptr + off, f.ctypes.data, f.nbytes, h2d, copy_s.ptr)
+            slot.held = st.frames  # referenced until this copy has finished
+        else:
+            cupy.cuda.runtime.memcpyAsync(slot.dev_ptr, slot.host.ctypes.data, st.nbytes, h2d, copy_s.ptr)
         slot.copied.record(copy_s)
         compute_s.wait_event(slot.copied)
-        dtype = frames[0].dtype
-        views = _device_views(slot.dev, shapes, offsets, dtype, uniform, self.output)
+        dtype = st.frames[0].dtype
+        views = _device_views(slot.dev, st.shapes, st.offsets, dtype, st.uniform, self.output)
         if self.output == "torch":
             import torch
 
             with torch.cuda.stream(compute_t):
                 batch, meta = preprocess(views, self.size, **self.options)
         else:
-            out = self._cupy_output(len(frames), shapes[0][2], compute_s)
+            out = self._cupy_output(len(st.frames), st.shapes[0][2], compute_s)
             with compute_s:
                 batch, meta = preprocess(views, self.size, out=out, **self.options)
         slot.consumed.record(compute_s)
         ready = cupy.cuda.Event(block=False, disable_timing=True)
         ready.record(compute_s)
-        return batch, meta, ready
+        self._put((batch, _with_extra(meta, st.extra), ready))
 
     def _cupy_output(self, n, channels, compute_s):
         """A CuPy output for the consumer's stream: a block the consumer freed is written

@@ -100,12 +100,12 @@ __device__ __forceinline__ Box overlap_box(const Box& b) {
 // so these bits hold every pair the exact test can accept, and it runs on them alone.
 __device__ __forceinline__ unsigned long long overlap_bits(const Box& a, const Box* tile) {
     unsigned int lo = 0, hi = 0;
-#pragma unroll
+#pragma unroll 8
     for (int i = 0; i < 32; ++i) {
         const Box b = tile[i];
         lo |= (unsigned int)((a.x2 > b.x1) & (b.x2 > a.x1) & (a.y2 > b.y1) & (b.y2 > a.y1)) << i;
     }
-#pragma unroll
+#pragma unroll 8
     for (int i = 0; i < 32; ++i) {
         const Box b = tile[32 + i];
         hi |= (unsigned int)((a.x2 > b.x1) & (b.x2 > a.x1) & (a.y2 > b.y1) & (b.y2 > a.y1)) << i;
@@ -256,7 +256,7 @@ __global__ void cupyprep_nms_first_chunk(const long long* __restrict__ scls, int
 // c = first + 2 * blockIdx.y + warp, stepping 2 Y) of segment blockIdx.z; lane l holds
 // rows 64 rb + l and 64 rb + l + 32.
 template <bool HALF, bool CLASSES, bool FIRST>
-__global__ void cupyprep_nms_mask(const float* __restrict__ sboxes,
+__global__ void __launch_bounds__(64, 16) cupyprep_nms_mask(const float* __restrict__ sboxes,
                                   const long long* __restrict__ scls,
                                   const int* __restrict__ mcount, const int* __restrict__ first,
                                   int Kc, int cb, float iou_threshold,

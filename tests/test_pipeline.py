@@ -363,6 +363,45 @@ def test_gpu_ragged_batches_equal_preprocess():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("pinned", ["all", "some"])
+def test_gpu_page_locked_frames_are_sent_directly(pinned):
+    """Frames in page-locked memory (torch pin_memory tensors) skip the staging copy when a
+    whole batch is page-locked; a batch mixing them with pageable frames is staged. Every
+    batch equals preprocess of its frames, also while the source's tensors are dropped as
+    soon as they are handed over (the Loader keeps them until their copy has finished)."""
+    torch = pytest.importorskip("torch")
+    from cupyprep import pipeline
+
+    rng = np.random.default_rng(5)
+    frames = [rng.integers(0, 256, (300 + 7 * i, 400, 3), dtype=np.uint8) for i in range(4)] * 6
+
+    def source():
+        for i, f in enumerate(frames):
+            t = torch.from_numpy(f)
+            yield t.pin_memory() if (pinned == "all" or i % 2) else t
+
+    seen = []
+    original = pipeline._page_locked
+
+    def spy(frame):
+        seen.append(original(frame))
+        return seen[-1]
+
+    pipeline._page_locked = spy
+    try:
+        got = collect(Loader(source(), SIZE, batch_size=4, device="cuda", output="torch"))
+    finally:
+        pipeline._page_locked = original
+    if pinned == "all":  # every frame was checked and sent from where it was
+        assert len(seen) == len(frames) and all(seen)
+    else:  # each batch starts with a pageable frame, so every batch is staged
+        assert seen and not any(seen)
+    for i, (batch, _) in enumerate(got):
+        ref, _ = cupyprep.preprocess([torch.from_numpy(f).cuda() for f in frames[4 * i:4 * i + 4]], SIZE)
+        np.testing.assert_array_equal(batch.cpu().numpy(), ref.cpu().numpy())
+
+
+@pytest.mark.gpu
 def test_gpu_batches_are_ready_on_the_consumer_stream():
     """The consumer uses each batch on its own stream right away, after a long kernel there;
     batches must hold the values preprocess gives (no missing wait, no reused memory)."""
