@@ -20,6 +20,7 @@ C_TYPES = {
 
 _BLOCK = 256
 _MAX_BLOCKS = 1 << 20
+_BLOCK_3D = 128  # threads per block of launch_3d
 
 
 def launch_1d(fn, total, args):
@@ -30,13 +31,15 @@ def launch_1d(fn, total, args):
     fn((blocks,), (_BLOCK,), args)
 
 
-def launch_3d(fn, n, h, w, args, block_x=128):
-    """Launch a kernel over an (n, h, w) grid: x across blocks and threads, a row per
-    blockIdx.y, an image per blockIdx.z (the kernel loops past the grid's limits)."""
+def launch_3d(fn, n, h, w, args, block_x=_BLOCK_3D, block_y=1):
+    """Launch a kernel over an (n, h, w) grid: x across blocks and threads, a row (or, with
+    ``block_y`` threads along y, ``block_y`` rows) per blockIdx.y, an image per blockIdx.z
+    (the kernel loops past the grid's limits)."""
     if n <= 0 or h <= 0 or w <= 0:
         return
-    grid = (min((w + block_x - 1) // block_x, 65535), min(h, 65535), min(n, 65535))
-    fn(grid, (block_x, 1, 1), args)
+    grid = (min((w + block_x - 1) // block_x, 65535), min((h + block_y - 1) // block_y, 65535),
+            min(n, 65535))
+    fn(grid, (block_x, block_y, 1), args)
 
 
 def _resize_expr(interpolation, dtype, cn):
@@ -451,7 +454,15 @@ def transform_points(points, matrix):
 
 
 # --- the warp op -------------------------------------------------------------------------
-def _warp_expr(op, kernel, dtype, cn):
+# OpenCV's float warp kernels (nearest, linear), which also come as dense and several
+# pixels per thread variants: <type, channels, dense, pixels per thread>.
+_FLOAT_WARP_KERNELS = ("nearest", "linear")
+
+
+def _warp_expr(op, kernel, dtype, cn, dense=False, pixels=1):
+    if kernel in _FLOAT_WARP_KERNELS:
+        flag = "true" if dense else "false"
+        return f"cupyprep_warp_{op}_{kernel}<{C_TYPES[np.dtype(dtype)]}, {cn}, {flag}, {pixels}>"
     return f"cupyprep_warp_{op}_{kernel}<{C_TYPES[np.dtype(dtype)]}, {cn}>"
 
 
@@ -464,11 +475,17 @@ def _warp_kernel(interpolation, cn):
 
 
 def _warp_variants():
-    return [_warp_expr(op, _warp_kernel(i, cn), d, cn)
-            for op in ("affine", "perspective")
-            for i in WARP_INTERPOLATIONS
-            for d in WARP_DTYPES
-            for cn in (1, 2, 3, 4)]
+    generic = [_warp_expr(op, _warp_kernel(i, cn), d, cn)
+               for op in ("affine", "perspective")
+               for i in WARP_INTERPOLATIONS
+               for d in WARP_DTYPES
+               for cn in (1, 2, 3, 4)]
+    dense = [_warp_expr(op, i, d, cn, True, _WARP_PIXELS_PER_THREAD)
+             for op in ("affine", "perspective")
+             for i in _FLOAT_WARP_KERNELS
+             for d in WARP_DTYPES
+             for cn in (1, 3, 4)]
+    return generic + dense
 
 
 _kernels.register_variants("warp", "warp.cu", _warp_variants)
@@ -698,17 +715,35 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
             itab, ftab = (xp.asarray(it), None) if dtype == np.uint8 else (None, xp.asarray(ft))
         body_end = dw // _OPENCV_WARP_STEP * _OPENCV_WARP_STEP
         bv = [f32(v) for v in bval + (0.0,) * (4 - c)]
+        # dense: every pixel's channels adjacent, in the source and in the output (the
+        # kernel then knows those strides at compile time and moves words)
+        dense = (_WARP_DENSE and kernel in _FLOAT_WARP_KERNELS and uniform
+                 and s_x == c and (c == 1 or s_c == 1) and d_x == c and (c == 1 or d_c == 1))
+        pixels = _WARP_PIXELS_PER_THREAD if dense else 1
         fn = _kernels.get_function("warp.cu", _warp_expr("perspective" if perspective else "affine",
-                                                         kernel, dtype, c))
+                                                         kernel, dtype, c, dense, pixels))
         rows = _WARP_ROWS_PER_THREAD
-        launch_3d(fn, n_out, (dh + rows - 1) // rows, dw, tables + (
+        block_x = _WARP_BLOCK_X if dense else _BLOCK_3D
+        launch_3d(fn, n_out, (dh + rows - 1) // rows, (dw + pixels - 1) // pixels, tables + (
             index, mats, i64(mat_step), dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
-            i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab, i32(n_out), i32(rows)))
+            i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab, i32(n_out), i32(rows)),
+            block_x=block_x, block_y=_BLOCK_3D // block_x)
     return native
 
 
 # Output rows one warp thread makes (its image's setup is done once for them).
 _WARP_ROWS_PER_THREAD = 4
+# Nearest / linear on dense pixels: output pixels one thread makes side by side in a row
+# (for uint8, 4 pixels of 1, 3 or 4 channels are whole 32-bit words), and whether the
+# dense variants are used at all (False: always the generic strided kernel).
+_WARP_PIXELS_PER_THREAD = 4
+_WARP_DENSE = True
+# Dense variants: threads of a block along x, the rest of its _BLOCK_3D along y. A warp is
+# then a tile of _WARP_BLOCK_X pixel groups by 32 / _WARP_BLOCK_X rows (8: 32 x 4 pixels
+# at 4 per thread). For a rotation a squarer tile's taps lie in fewer source rows than a
+# one-row strip's (fewer cache sectors per load instruction); for a translation a wider
+# one's do. The generic kernel keeps one-row warps.
+_WARP_BLOCK_X = 8
 
 
 def _host(a):

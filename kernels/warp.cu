@@ -6,9 +6,18 @@
 // doubles, `mat_step` apart (0: one matrix for the whole batch). Output image i samples
 // source image `src_index[i]` (NULL: image i). Sources are one strided batch (`src`, one
 // geometry) or a ragged list (`src_ptrs` with per-image `src_hw` and `src_strides`).
-// One thread per destination pixel (all CN channels). Grid: x across blocks and threads,
-// blockIdx.y a group of rows_per_block rows, blockIdx.z an output image (loops cover sizes
-// past the grid's limits); each thread sets up its image (matrix, geometry) once.
+// One thread per destination pixel (all CN channels), or, for nearest and linear, per PX
+// pixels side by side in a row. Grid: x across blocks and threads, blockIdx.y a group of
+// rows_per_block rows (times blockDim.y for nearest and linear, whose blocks may be 2-D),
+// blockIdx.z an output image (loops cover sizes past the grid's limits); each thread sets
+// up its image (matrix, geometry) once.
+//
+// Nearest and linear also take DENSE: source and destination pixels are CN adjacent
+// elements (s_x == d_x == CN, s_c == d_c == 1; row and image strides stay free), so those
+// strides are compile-time constants. DENSE uint8 with 3 or 4 channels reads each interior
+// tap pair as the aligned 32-bit words that cover its 2 * CN bytes, and writes a thread's
+// PX pixels as 32- or 16-bit words where they are aligned and whole. Only the memory
+// access changes: every pixel's arithmetic is the same in every variant.
 //
 // OpenCV has two implementations, and picks by channel count and interpolation; each is
 // reproduced step by step, as a family of kernels here:
@@ -159,13 +168,38 @@ __device__ __forceinline__ void float_coords(const float (&m)[9], int x, int y, 
     sy = Y;
 }
 
-template <typename T, int CN>
+// Source elements through the read-only data cache. The compiler infers that from
+// __restrict__ by itself, but no longer once the kernel looks at an address's bits (the
+// dense variants' alignment checks), so every source load says it.
+template <typename T>
+__device__ __forceinline__ float load_float(const T* p) {
+    return cp::to_float(__ldg(p));
+}
+template <>
+__device__ __forceinline__ float load_float<cp_half>(const cp_half* p) {
+    cp_half h;
+    h.bits = __ldg(&p->bits);
+    return cp::to_float(h);
+}
+
+// A source's pixel and channel strides: compile-time constants for DENSE pixels.
+template <bool DENSE, int CN, typename T>
+__device__ __forceinline__ cp::i64 pixel_step(const Item<T>& it) {
+    return DENSE ? (cp::i64)CN : it.s_x;
+}
+template <bool DENSE, typename T>
+__device__ __forceinline__ cp::i64 channel_step(const Item<T>& it) {
+    return DENSE ? (cp::i64)1 : it.s_c;
+}
+
+template <typename T, int CN, bool DENSE = false>
 __device__ __forceinline__ void tap(const Item<T>& it, int ix, int iy, int border,
                                     const float (&bval)[4], float (&p)[CN]) {
+    const cp::i64 s_x = pixel_step<DENSE, CN>(it), s_c = channel_step<DENSE>(it);
     if ((unsigned)ix < (unsigned)it.w && (unsigned)iy < (unsigned)it.h) {
-        const T* q = it.img + (cp::i64)iy * it.s_y + (cp::i64)ix * it.s_x;
+        const T* q = it.img + (cp::i64)iy * it.s_y + (cp::i64)ix * s_x;
 #pragma unroll
-        for (int c = 0; c < CN; ++c) p[c] = cp::to_float(q[c * it.s_c]);
+        for (int c = 0; c < CN; ++c) p[c] = load_float(q + c * s_c);
         return;
     }
     const int bx = border_index(ix, it.w, border), by = border_index(iy, it.h, border);
@@ -174,32 +208,81 @@ __device__ __forceinline__ void tap(const Item<T>& it, int ix, int iy, int borde
         for (int c = 0; c < CN; ++c) p[c] = bval[c];
         return;
     }
-    const T* q = it.img + (cp::i64)by * it.s_y + (cp::i64)bx * it.s_x;
+    const T* q = it.img + (cp::i64)by * it.s_y + (cp::i64)bx * s_x;
 #pragma unroll
-    for (int c = 0; c < CN; ++c) p[c] = cp::to_float(q[c * it.s_c]);
+    for (int c = 0; c < CN; ++c) p[c] = load_float(q + c * s_c);
 }
 
-template <typename T, int CN, bool PERSPECTIVE>
-__device__ __forceinline__ void warp_nearest(const Item<T>& it, cp::i64 d_c, int border,
-                                             const float (&bval)[4], int body_end) {
+// uint8, 3 or 4 channels, dense: taps ix and ix + 1 of one row (2 * CN bytes) from the
+// aligned 32-bit words that cover them, 2 or 3 loads instead of 2 * CN. Taken only where
+// those words lie within the row's own bytes [row, row + w * CN), so nothing outside the
+// image is read; returns false (the caller loads bytes) elsewhere.
+template <int CN>
+__device__ __forceinline__ bool row_pair_words(const unsigned char* row, int ix, int w,
+                                               float (&a)[CN], float (&b)[CN]) {
+    // byte offsets from the row start: tap ix at `at`, the first covering word at `first`
+    const cp::i64 at = (cp::i64)ix * CN;
+    const unsigned o = (unsigned)(((unsigned long long)row + (unsigned long long)at) & 3u);
+    const cp::i64 first = at - o;
+    const bool third = o + 2 * CN > 8;
+    if (first < 0 || first + (third ? 12 : 8) > (cp::i64)w * CN) return false;
+    const unsigned* words = reinterpret_cast<const unsigned*>(row + first);
+    const unsigned w0 = __ldg(words), w1 = __ldg(words + 1), w2 = third ? __ldg(words + 2) : 0u;
+    // bytes o .. o + 7 of the window, in memory order (selector nibbles o, o+1, o+2, o+3)
+    const unsigned sel = 0x3210u + 0x1111u * o;
+    const unsigned lo = __byte_perm(w0, w1, sel), hi = __byte_perm(w1, w2, sel);
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+        const int k = CN + c;
+        a[c] = (float)(((c < 4 ? lo : hi) >> (8 * (c & 3))) & 0xffu);
+        b[c] = (float)(((k < 4 ? lo : hi) >> (8 * (k & 3))) & 0xffu);
+    }
+    return true;
+}
+
+// Taps ix and ix + 1 of one source row, both inside the image.
+template <typename T, int CN, bool DENSE>
+__device__ __forceinline__ void row_pair(const Item<T>& it, const T* row, int ix,
+                                         float (&a)[CN], float (&b)[CN]) {
+    if constexpr (DENSE && sizeof(T) == 1 && (CN == 3 || CN == 4)) {
+        if (row_pair_words<CN>(reinterpret_cast<const unsigned char*>(row), ix, it.w, a, b))
+            return;
+    }
+    const cp::i64 s_x = pixel_step<DENSE, CN>(it), s_c = channel_step<DENSE>(it);
+    const T* q = row + (cp::i64)ix * s_x;
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+        a[c] = load_float(q + c * s_c);
+        b[c] = load_float(q + s_x + c * s_c);
+    }
+}
+
+// Nearest and linear make one pixel's CN values into v (stored by the caller);
+// `border_fill` holds the border value as T.
+template <typename T, int CN, bool PERSPECTIVE, bool DENSE>
+__device__ __forceinline__ void warp_nearest(const Item<T>& it, int x, int y, int border,
+                                             const float (&bval)[4], const T (&border_fill)[CN],
+                                             int body_end, T (&v)[CN]) {
     float sx, sy;
-    float_coords<PERSPECTIVE>(it.mf, it.x, it.y, it.x < body_end, sx, sy);
+    float_coords<PERSPECTIVE>(it.mf, x, y, x < body_end, sx, sy);
     const int ix = __float2int_rn(tame(sx)), iy = __float2int_rn(tame(sy));
     if (border == CONSTANT && ((unsigned)ix >= (unsigned)it.w || (unsigned)iy >= (unsigned)it.h)) {
-        fill<T, CN>(it.out, d_c, bval);
+#pragma unroll
+        for (int c = 0; c < CN; ++c) v[c] = border_fill[c];
         return;
     }
     float p[CN];
-    tap<T, CN>(it, ix, iy, border, bval, p);
+    tap<T, CN, DENSE>(it, ix, iy, border, bval, p);
 #pragma unroll
-    for (int c = 0; c < CN; ++c) it.out[c * d_c] = cp::from_float<T>(p[c]);
+    for (int c = 0; c < CN; ++c) v[c] = cp::from_float<T>(p[c]);
 }
 
-template <typename T, int CN, bool PERSPECTIVE>
-__device__ __forceinline__ void warp_linear(const Item<T>& it, cp::i64 d_c, int border,
-                                            const float (&bval)[4], int body_end) {
+template <typename T, int CN, bool PERSPECTIVE, bool DENSE>
+__device__ __forceinline__ void warp_linear(const Item<T>& it, int x, int y, int border,
+                                            const float (&bval)[4], const T (&border_fill)[CN],
+                                            int body_end, T (&v)[CN]) {
     float sx, sy;
-    float_coords<PERSPECTIVE>(it.mf, it.x, it.y, it.x < body_end, sx, sy);
+    float_coords<PERSPECTIVE>(it.mf, x, y, x < body_end, sx, sy);
     sx = tame(sx);
     sy = tame(sy);
     const int ix = __float2int_rd(sx), iy = __float2int_rd(sy);
@@ -207,33 +290,63 @@ __device__ __forceinline__ void warp_linear(const Item<T>& it, cp::i64 d_c, int 
     // constant border: a pixel whose taps all lie outside is the border value itself
     if (border == CONSTANT &&
         ((unsigned)(ix + 1) >= (unsigned)(it.w + 1) || (unsigned)(iy + 1) >= (unsigned)(it.h + 1))) {
-        fill<T, CN>(it.out, d_c, bval);
+#pragma unroll
+        for (int c = 0; c < CN; ++c) v[c] = border_fill[c];
         return;
     }
     float p00[CN], p01[CN], p10[CN], p11[CN];
     if ((unsigned)ix < (unsigned)(it.w - 1) && (unsigned)iy < (unsigned)(it.h - 1)) {
         // all four taps inside: no border logic (most pixels of a warp)
-        const T* q0 = it.img + (cp::i64)iy * it.s_y + (cp::i64)ix * it.s_x;
-        const T* q1 = q0 + it.s_y;
-#pragma unroll
-        for (int c = 0; c < CN; ++c) {
-            const cp::i64 o = c * it.s_c;
-            p00[c] = cp::to_float(q0[o]);
-            p01[c] = cp::to_float(q0[it.s_x + o]);
-            p10[c] = cp::to_float(q1[o]);
-            p11[c] = cp::to_float(q1[it.s_x + o]);
-        }
+        const T* r0 = it.img + (cp::i64)iy * it.s_y;
+        row_pair<T, CN, DENSE>(it, r0, ix, p00, p01);
+        row_pair<T, CN, DENSE>(it, r0 + it.s_y, ix, p10, p11);
     } else {
-        tap<T, CN>(it, ix, iy, border, bval, p00);
-        tap<T, CN>(it, ix + 1, iy, border, bval, p01);
-        tap<T, CN>(it, ix, iy + 1, border, bval, p10);
-        tap<T, CN>(it, ix + 1, iy + 1, border, bval, p11);
+        tap<T, CN, DENSE>(it, ix, iy, border, bval, p00);
+        tap<T, CN, DENSE>(it, ix + 1, iy, border, bval, p01);
+        tap<T, CN, DENSE>(it, ix, iy + 1, border, bval, p10);
+        tap<T, CN, DENSE>(it, ix + 1, iy + 1, border, bval, p11);
     }
 #pragma unroll
     for (int c = 0; c < CN; ++c) {
         const float v0 = __fmaf_rn(a, __fsub_rn(p01[c], p00[c]), p00[c]);
         const float v1 = __fmaf_rn(a, __fsub_rn(p11[c], p10[c]), p10[c]);
-        it.out[c * d_c] = cp::from_float<T>(__fmaf_rn(b, __fsub_rn(v1, v0), v0));
+        v[c] = cp::from_float<T>(__fmaf_rn(b, __fsub_rn(v1, v0), v0));
+    }
+}
+
+// A thread's `count` (1 .. PX) pixels, starting at `out`. DENSE uint8: as 32- or 16-bit
+// words when all PX are there, the group's bytes divide into words and `out` is aligned
+// for them (rows whose byte stride is not a multiple of the word size alternate); bytes
+// otherwise.
+template <typename T, int CN, bool DENSE, int PX>
+__device__ __forceinline__ void store_pixels(T* out, int count, cp::i64 d_x, cp::i64 d_c,
+                                             const T (&v)[PX][CN]) {
+    if constexpr (DENSE && sizeof(T) == 1 && (PX * CN) % 2 == 0) {
+        constexpr int kWord = (PX * CN) % 4 == 0 ? 4 : 2;
+        if (count == PX && ((unsigned long long)out & (kWord - 1)) == 0) {
+#pragma unroll
+            for (int k = 0; k < PX * CN / kWord; ++k) {
+                unsigned word = 0;
+#pragma unroll
+                for (int j = 0; j < kWord; ++j) {
+                    const int e = k * kWord + j;
+                    word |= (unsigned)(unsigned char)v[e / CN][e % CN] << (8 * j);
+                }
+                if (kWord == 4)
+                    reinterpret_cast<unsigned*>(out)[k] = word;
+                else
+                    reinterpret_cast<unsigned short*>(out)[k] = (unsigned short)word;
+            }
+            return;
+        }
+    }
+    const cp::i64 s_x = DENSE ? (cp::i64)CN : d_x, s_c = DENSE ? (cp::i64)1 : d_c;
+#pragma unroll
+    for (int p = 0; p < PX; ++p) {
+        if (p < count) {
+#pragma unroll
+            for (int c = 0; c < CN; ++c) out[p * s_x + c * s_c] = v[p][c];
+        }
     }
 }
 
@@ -421,13 +534,53 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
         }                                                                                 \
     }
 
-CUPYPREP_WARP_KERNEL(affine, false, nearest, (warp_nearest<T, CN, P>(it, d_c, border, bval, body_end)))
-CUPYPREP_WARP_KERNEL(affine, false, linear, (warp_linear<T, CN, P>(it, d_c, border, bval, body_end)))
+// Nearest and linear: <T, CN, DENSE, PX> (see the file comment); a thread makes PX
+// pixels side by side (x0 .. x0 + PX - 1, those below dw) in each of its rows. Blocks may
+// be 2-D: blockIdx.y then covers rows_per_block * blockDim.y rows, and threadIdx.y takes
+// every blockDim.y-th of them, so a warp can cover a tile of several rows (a rotated
+// tile's taps span fewer source rows than a one-row strip's).
+#define CUPYPREP_WARP_FLOAT_KERNEL(OP, PERSPECTIVE, NAME, PIXEL)                          \
+    template <typename T, int CN, bool DENSE, int PX>                                     \
+    __global__ void cupyprep_warp_##OP##_##NAME(CUPYPREP_WARP_PARAMS) {                   \
+        const float bval[4] = {bv0, bv1, bv2, bv3};                                       \
+        T border_fill[CN];                                                                \
+        for (int c = 0; c < CN; ++c) border_fill[c] = cp::from_float<T>(bval[c]);         \
+        const int groups = (dw - 1) / PX + 1;                                             \
+        const int tile_rows = rows_per_block * blockDim.y;                                \
+        for (int n = blockIdx.z; n < n_out; n += gridDim.z) {                             \
+            Item<T> it = image_item<T>(n, src, src_ptrs, src_hw, src_strides, sh, sw, s_n, \
+                                       s_y, s_x, s_c, src_index, mats, mat_step);         \
+            for (int j = 0; j < (PERSPECTIVE ? 9 : 6); ++j) it.mf[j] = (float)it.m[j];    \
+            T* image_out = dst + (cp::i64)n * d_n;                                        \
+            for (int gx = blockIdx.x * blockDim.x + threadIdx.x; gx < groups;             \
+                 gx += gridDim.x * blockDim.x) {                                          \
+                const int x0 = gx * PX, count = min(PX, dw - x0);                         \
+                for (int g = blockIdx.y; g * tile_rows < dh; g += gridDim.y) {            \
+                    const int y_end = min(dh, (g + 1) * tile_rows);                       \
+                    for (int y = g * tile_rows + threadIdx.y; y < y_end; y += blockDim.y) { \
+                        T v[PX][CN];                                                      \
+                        _Pragma("unroll") for (int p = 0; p < PX; ++p) {                  \
+                            if (p < count)                                                \
+                                PIXEL<T, CN, PERSPECTIVE, DENSE>(it, x0 + p, y, border,   \
+                                                                 bval, border_fill,       \
+                                                                 body_end, v[p]);         \
+                        }                                                                 \
+                        T* out = image_out + (cp::i64)y * d_y +                           \
+                                 (cp::i64)x0 * (DENSE ? (cp::i64)CN : d_x);               \
+                        store_pixels<T, CN, DENSE, PX>(out, count, d_x, d_c, v);          \
+                    }                                                                     \
+                }                                                                         \
+            }                                                                             \
+        }                                                                                 \
+    }
+
+CUPYPREP_WARP_FLOAT_KERNEL(affine, false, nearest, warp_nearest)
+CUPYPREP_WARP_FLOAT_KERNEL(affine, false, linear, warp_linear)
 CUPYPREP_WARP_KERNEL(affine, false, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval)))
 CUPYPREP_WARP_KERNEL(affine, false, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab)))
 CUPYPREP_WARP_KERNEL(affine, false, cubic, (warp_cubic<T, CN, P>(it, d_c, border, bval, body_end)))
-CUPYPREP_WARP_KERNEL(perspective, true, nearest, (warp_nearest<T, CN, P>(it, d_c, border, bval, body_end)))
-CUPYPREP_WARP_KERNEL(perspective, true, linear, (warp_linear<T, CN, P>(it, d_c, border, bval, body_end)))
+CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, nearest, warp_nearest)
+CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, linear, warp_linear)
 CUPYPREP_WARP_KERNEL(perspective, true, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval)))
 CUPYPREP_WARP_KERNEL(perspective, true, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab)))
 CUPYPREP_WARP_KERNEL(perspective, true, cubic, (warp_cubic<T, CN, P>(it, d_c, border, bval, body_end)))

@@ -383,6 +383,169 @@ def test_kernel_random_affine_matches_its_matrices(kernels):
         np.testing.assert_array_equal(warped[n], cv2_warp(batch[n], mats[n], (16, 24), "linear"))
 
 
+# --- dense variants: word loads and stores, several pixels per thread -------------------------
+# Nearest and linear on dense pixels (channels adjacent, pixels CN apart, in the source and
+# the output) take variants with compile-time strides that make PX pixels per thread and,
+# for uint8, read tap pairs as aligned 32-bit words and write whole words where they can.
+# Every edge where those fall back to bytes is compared with cv2 here: rows whose bytes end
+# mid-word (widths 1..9, 511), rows that do not start on a word (sliced sources and
+# outputs), images that fill their allocation exactly (the emulator's AddressSanitizer
+# then reports any read past the first or last row), the last group of a row.
+DENSE_WIDTHS = list(range(1, 10)) + [511]
+
+
+def edge_matrices(rng, h, w):
+    """Per image, source-to-destination matrices whose taps visit every column and row of an
+    h x w image, the last ones included: fractional shifts both ways, a rotation, a zoom-in
+    and a zoom-out."""
+    shifts = [np.array([[1.0, 0.0, tx], [0.0, 1.0, ty]])
+              for tx, ty in [(0.3, 0.6), (-0.45, -0.2), (1.7, -1.25)]]
+    return np.stack(shifts + [rotation(rng, h, w),
+                              cv2.getRotationMatrix2D((w / 2, h / 2), 7.0, 1.6),
+                              cv2.getRotationMatrix2D((w / 3, h / 2), -20.0, 0.6)])
+
+
+@pytest.fixture
+def warp_variants(monkeypatch):
+    """The warp kernel name expressions launched during the test, in order."""
+    seen = []
+    get_function = G._kernels.get_function
+
+    def spy(filename, expr):
+        if filename == "warp.cu":
+            seen.append(expr)
+        return get_function(filename, expr)
+
+    monkeypatch.setattr(G._kernels, "get_function", spy)
+    return seen
+
+
+def check_batch(kernels, src, host, Ms, size, interpolation, border="constant", value=0,
+                out=None, perspective=False):
+    """Warp the batch `src` (on the kernels' side; `host` is its NumPy copy) into `out` (a
+    poisoned batch by default) and compare every image with cv2."""
+    n, c = host.shape[0], host.shape[3]
+    if out is None:
+        out = kernels.poisoned((n,) + tuple(size) + (c,), host.dtype)
+    fn = G.warp_perspective if perspective else G.warp_affine
+    res = fn(src, Ms, size, interpolation=interpolation, border_mode=border, border_value=value,
+             out=out)
+    assert res is out
+    got = kernels.get(res)
+    for k in range(n):
+        ref = cv2_warp(host[k], Ms[k], size, interpolation, border, value, perspective)
+        assert_matches_opencv(got[k], ref, interpolation, host.dtype)
+    return got
+
+
+@pytest.mark.parametrize("block_x", [32, 4])
+@pytest.mark.parametrize("pixels", [1, 2, 4])
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("interpolation", ["nearest", "linear"])
+def test_kernel_dense_uint8_row_edges(kernels, monkeypatch, warp_variants, interpolation,
+                                      channels, pixels, block_x):
+    """Tight (N, h, w, C) batches of every width 1..9 and 511 (odd heights), output widths
+    1..9 and 511 as well, one matrix per image; one-row and 2-D blocks."""
+    monkeypatch.setattr(G, "_WARP_PIXELS_PER_THREAD", pixels)
+    monkeypatch.setattr(G, "_WARP_BLOCK_X", block_x)
+    rng = np.random.default_rng(40 + channels)
+    for w in DENSE_WIDTHS:
+        h = 3 if w > 100 else 2 * (w % 4) + 1
+        host = random_image(rng, (6, h, w, channels), np.uint8)
+        Ms = edge_matrices(rng, h, w)
+        for size in [(h, w), (h + 2, DENSE_WIDTHS[(w + 3) % len(DENSE_WIDTHS)])]:
+            check_batch(kernels, kernels.put(host), host, Ms, size, interpolation, "constant", 9)
+    dense = f"cupyprep_warp_affine_{interpolation}<unsigned char, {channels}, true, {pixels}>"
+    assert set(warp_variants) == {dense}
+
+
+@pytest.mark.parametrize("border", list(BORDERS))
+@pytest.mark.parametrize("channels", [3, 4])
+def test_kernel_dense_unaligned_sources(kernels, warp_variants, border, channels):
+    """Sources whose rows start at every byte offset from a word: views into a flat buffer
+    at offsets 1..3 (rows still dense), and windows of wider images (row strides that are
+    not multiples of 4 either), each ending exactly where the buffer ends."""
+    rng = np.random.default_rng(50 + channels)
+    for w in (5, 7, 8, 511):
+        h = 5 if w < 100 else 3
+        Ms = edge_matrices(rng, h, w)
+        n, count = len(Ms), len(Ms) * h * w * channels
+        for offset in (1, 2, 3):
+            flat = random_image(rng, (offset + count,), np.uint8)
+            host = flat[offset:].reshape(n, h, w, channels)
+            src = kernels.put(flat)[offset:].reshape(n, h, w, channels)
+            check_batch(kernels, src, host, Ms, (h + 1, w + 1), "linear", border, 200)
+        for dy, dx in ((0, 1), (1, 1), (2, 3)):
+            wide = random_image(rng, (n, h + dy, w + dx, channels), np.uint8)
+            host = wide[:, dy:, dx:]
+            check_batch(kernels, kernels.put(wide)[:, dy:, dx:], host, Ms, (h, w), "linear",
+                        border, 200)
+            check_batch(kernels, kernels.put(wide)[:, dy:, dx:], host, Ms, (h, w), "nearest",
+                        border, 200)
+    assert {e.split("<")[1] for e in warp_variants} == {f"unsigned char, {channels}, true, 4>"}
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_kernel_dense_output_views(kernels, warp_variants, channels):
+    """``out=`` views: a window of a wider buffer (dense pixels, rows that start off a word:
+    the kernel falls back to bytes there, and must leave the bytes around the window alone),
+    and views that are not dense (reversed channels, every other pixel), which take the
+    generic kernel. One matrix per image."""
+    rng = np.random.default_rng(60 + channels)
+    for h, w in [(7, 9), (5, 511), (9, 6)]:
+        host = random_image(rng, (6, h, w, channels), np.uint8)
+        Ms = edge_matrices(rng, h, w)
+        for dx in (0, 1, 2, 3):
+            big = kernels.poisoned((6, h, w + dx + 1, channels), np.uint8)
+            out = big[:, :, dx:dx + w]
+            check_batch(kernels, kernels.put(host), host, Ms, (h, w), "linear", "reflect101",
+                        out=out)
+            rest = np.delete(kernels.get(big), np.arange(dx, dx + w), axis=2)
+            assert (rest == kernels.get(kernels.poisoned(rest.shape, np.uint8))).all()
+        views = [kernels.poisoned((6, h, 2 * w, channels), np.uint8)[:, :, ::2]]
+        if channels > 1:
+            views.append(kernels.poisoned((6, h, w, channels), np.uint8)[..., ::-1])
+        for out in views:
+            check_batch(kernels, kernels.put(host), host, Ms, (h, w), "linear", "constant", 4,
+                        out=out)
+    dense = f"cupyprep_warp_affine_linear<unsigned char, {channels}, true, 4>"
+    generic = f"cupyprep_warp_affine_linear<unsigned char, {channels}, false, 1>"
+    assert warp_variants.count(dense) == 12
+    assert warp_variants.count(generic) == len(warp_variants) - 12 > 0
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.float16, np.float32])
+@pytest.mark.parametrize("interpolation", ["nearest", "linear"])
+def test_kernel_dense_other_types(kernels, warp_variants, dtype, interpolation):
+    """The dense variants of the other types (compile-time strides, 4 pixels per thread,
+    element stores), affine and perspective, every channel count they serve."""
+    rng = np.random.default_rng(70)
+    for channels in (1, 3, 4):
+        for h, w in [(5, 7), (3, 511)]:
+            host = random_image(rng, (6, h, w, channels), dtype)
+            src = kernels.put(host)
+            check_batch(kernels, src, host, edge_matrices(rng, h, w), (h + 1, w), interpolation,
+                        "wrap")
+            Hs = np.stack([homography(rng, h, w) for _ in range(6)])
+            check_batch(kernels, src, host, Hs, (h, w + 2), interpolation, "constant", 0.5,
+                        perspective=True)
+    assert all(", true, 4>" in e for e in warp_variants)
+
+
+@pytest.mark.parametrize("dense", [True, False])
+@pytest.mark.parametrize("border", list(BORDERS))
+def test_kernel_dense_and_generic_agree(kernels, monkeypatch, dense, border):
+    """The same batch through the dense variant and (with the dense variants switched off)
+    the generic one: both equal cv2, image by image, with every border."""
+    monkeypatch.setattr(G, "_WARP_DENSE", dense)
+    rng = np.random.default_rng(80)
+    for channels in (1, 3, 4):
+        host = random_image(rng, (6, 11, 13, channels), np.uint8)
+        Ms = edge_matrices(rng, 11, 13)
+        for interpolation in ("nearest", "linear"):
+            check_batch(kernels, kernels.put(host), host, Ms, (12, 15), interpolation, border, 77)
+
+
 @pytest.mark.gpu
 def test_gpu_torch_random_affine_zero_copy():
     torch = pytest.importorskip("torch")
