@@ -82,7 +82,7 @@ _kernels.register_variants("roi_align", "roi_align.cu", _roi_align_variants)
 
 # batched_nms with more boxes than this sorts by class first, so the mask and the greedy
 # pass see each class's boxes alone (fewer launches and sorts below it)
-_GROUPED_MIN_BOXES = 8192
+_GROUPED_MIN_BOXES = 16384
 _MASK_Y = 32  # blocks per row of 64-row chunks in the mask launch (each loops over tiles)
 
 
@@ -312,7 +312,7 @@ def batched_nms(boxes, scores, idxs, iou_threshold, *, return_count=False):
     Boxes of different categories never suppress each other; IoU is computed only within
     a category, so the result is the per-category :func:`nms`, not torchvision's
     coordinate-offset trick (whose shifted coordinates can round an IoU differently).
-    Ties in score across categories are ordered by index. Above 8192 boxes the boxes are
+    Ties in score across categories are ordered by index. Above 16384 boxes the boxes are
     sorted by category first, so each category's suppression runs on its own (in parallel)
     and only boxes of one category are compared; the kept boxes are then sorted back into
     score order.

@@ -275,9 +275,11 @@ __global__ void __launch_bounds__(64, 16) cupyprep_nms_mask(const float* __restr
     __shared__ Box tile_box[2][64];
     __shared__ Box tile_overlap[2][64];
     __shared__ float tile_area[2][64];
+    __shared__ long long tile_cls[2][CLASSES ? 64 : 1];
     Box* tb = tile_box[warp];
     Box* to = tile_overlap[warp];
     float* ta = tile_area[warp];
+    long long* tc = tile_cls[warp];
     // rows past m take the first row's values; their words are never read
     const int r0 = rb * 64 + lane, r1 = r0 + 32;
     const Box a0 = seg[r0 < m ? r0 : rb * 64], a1 = seg[r1 < m ? r1 : rb * 64];
@@ -299,6 +301,7 @@ __global__ void __launch_bounds__(64, 16) cupyprep_nms_mask(const float* __restr
             const Box q = seg[i < m ? i : c * 64];
             tb[lane + 32 * h] = q;
             to[lane + 32 * h] = overlap_box(q);
+            if (CLASSES) tc[lane + 32 * h] = seg_cls[i < m ? i : c * 64];
             ta[lane + 32 * h] = box_area<HALF>(q.x1, q.y1, q.x2, q.y2);
         }
         __syncwarp();
@@ -316,7 +319,7 @@ __global__ void __launch_bounds__(64, 16) cupyprep_nms_mask(const float* __restr
             while (cand != 0ull) {
                 const int i = __ffsll((long long)cand) - 1;
                 cand &= cand - 1ull;
-                if (CLASSES && seg_cls[c * 64 + i] != cls) continue;  // rare: read it here
+                if (CLASSES && tc[i] != cls) continue;
                 if (iou_above<HALF>(a, area, tb[i], ta[i], iou_threshold)) bits |= 1ull << i;
             }
             out[h] = bits;
