@@ -350,6 +350,200 @@ __device__ __forceinline__ void store_pixels(T* out, int count, cp::i64 d_x, cp:
     }
 }
 
+// --- dense uint8, 3 or 4 channels: the interior pixels' fast path ---------------------
+// The same arithmetic as warp_nearest / warp_linear, with the conversions done by float
+// bit patterns instead of conversion instructions (which issue at a fraction of the FMA
+// rate):
+// - a byte p becomes the float 2^23 + p by placing it under the exponent byte 0x4B;
+//   differences of two such floats are exact, and p itself is (2^23 + p) - 2^23;
+// - floor(s) for 0 <= s < 2^22: s + 2^23 rounded toward zero is exactly 2^23 + floor(s)
+//   (its unit in the last place is 1), so the fraction s - floor(s) is exact as before and
+//   the integer floor(s) sits in the low bits of the sum's bit pattern; rint(s) (half to
+//   even) likewise from s + 1.5 * 2^23 rounded to nearest;
+// - cvRound(v) for v in [0, 256): v + 1.5 * 2^23 rounded to nearest, whose low byte is the
+//   rounded value (half to even, as cvRound). Linear's v lies in [0, 255 + 2^-16]: the
+//   blend of two values in [0, 255] with a weight in [0, 1) stays in [0, 255] up to the
+//   one rounding of their difference (at most 2^-17 at 255), so it rounds into [0, 255]
+//   and saturate_cast clamps nothing.
+// A pixel takes it when its taps and the aligned 32-bit words that cover them lie inside
+// the image, that is for 1 <= sx < w - 3 (3 channels) or w - 2 (4 channels) and
+// 0 <= sy < h - 1 (a NaN fails these), when those bounds are below 2^22, and when byte
+// offsets within the image fit in int32; every other pixel takes warp_nearest /
+// warp_linear itself.
+template <typename T, int CN, bool DENSE>
+struct dense_u8 {
+    static constexpr bool value = DENSE && sizeof(T) == 1 && (CN == 3 || CN == 4);
+};
+
+constexpr float kTwo23 = 8388608.f, kRound = 12582912.f;  // 2^23, 1.5 * 2^23
+constexpr unsigned kTwo23Bits = 0x4B000000u, kRoundBits = 0x4B400000u;
+
+// Per image: the fast path's bounds (0: no fast pixels) and the offset of a tap whose
+// coordinates are given as the bit patterns of 2^23 + ix and 2^23 + iy (or 1.5 * 2^23 +
+// ix / iy for nearest), as bx * CN + by * s_y + bias in 32-bit arithmetic.
+struct DenseU8 {
+    const unsigned char* img;
+    cp::i64 s_y;
+    unsigned s_y32, bias;
+    float x_hi, y_hi;
+};
+
+template <bool LINEAR, int CN>
+__device__ __forceinline__ DenseU8 dense_u8_image(const Item<unsigned char>& it) {
+    DenseU8 d;
+    d.img = it.img;
+    d.s_y = it.s_y;
+    d.s_y32 = (unsigned)it.s_y;
+    const unsigned k = LINEAR ? kTwo23Bits : kRoundBits;
+    d.bias = 0u - k * (d.s_y32 + (unsigned)CN);
+    const cp::i64 span = (cp::i64)(it.h - 1) * (it.s_y < 0 ? -it.s_y : it.s_y) + (cp::i64)it.w * CN;
+    const bool ok = span < 2147483647LL && it.w < (1 << 22) && it.h < (1 << 22);
+    d.x_hi = ok ? (float)(it.w - (CN == 3 ? 3 : 2)) : 0.f;
+    d.y_hi = ok ? (float)(it.h - 1) : 0.f;
+    return d;
+}
+
+// The bytes [o, o + 8) of the aligned words covering `p` (o = p's offset in its word), as
+// two words.
+__device__ __forceinline__ void window8(const unsigned char* p, unsigned& lo, unsigned& hi) {
+    const unsigned long long a = (unsigned long long)p;
+    const unsigned* w = reinterpret_cast<const unsigned*>(a & ~3ull);
+    const unsigned w0 = __ldg(w), w1 = __ldg(w + 1), w2 = __ldg(w + 2);
+    const unsigned shift = (unsigned)a << 3;  // funnel shifts take it modulo 32
+    lo = __funnelshift_r(w0, w1, shift);
+    hi = __funnelshift_r(w1, w2, shift);
+}
+
+// The bytes [o, o + 4) of the aligned words covering `p`.
+__device__ __forceinline__ unsigned window4(const unsigned char* p) {
+    const unsigned long long a = (unsigned long long)p;
+    const unsigned* w = reinterpret_cast<const unsigned*>(a & ~3ull);
+    return __funnelshift_r(__ldg(w), __ldg(w + 1), (unsigned)a << 3);
+}
+
+// Byte k of the 8 bytes (lo, hi) as the float 2^23 + byte.
+__device__ __forceinline__ float biased(unsigned lo, unsigned hi, int k) {
+    return __uint_as_float(__byte_perm(k < 4 ? lo : hi, kTwo23Bits, 0x7440u + (k & 3)));
+}
+
+// One interior pixel, linear: v[c]'s low byte is the result.
+template <int CN>
+__device__ __forceinline__ void linear_fast(const DenseU8& d, float sx, float sy,
+                                            unsigned (&v)[CN]) {
+    const float tx = __fadd_rz(sx, kTwo23), ty = __fadd_rz(sy, kTwo23);
+    const float a = __fsub_rn(sx, __fsub_rn(tx, kTwo23)), b = __fsub_rn(sy, __fsub_rn(ty, kTwo23));
+    const unsigned off = __float_as_uint(ty) * d.s_y32 + __float_as_uint(tx) * CN + d.bias;
+    const unsigned char* r0 = d.img + (int)off;
+    unsigned lo0, hi0, lo1, hi1;
+    window8(r0, lo0, hi0);
+    window8(r0 + d.s_y, lo1, hi1);
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+        const float q00 = biased(lo0, hi0, c), q01 = biased(lo0, hi0, CN + c);
+        const float q10 = biased(lo1, hi1, c), q11 = biased(lo1, hi1, CN + c);
+        const float v0 = __fmaf_rn(a, __fsub_rn(q01, q00), __fsub_rn(q00, kTwo23));
+        const float v1 = __fmaf_rn(a, __fsub_rn(q11, q10), __fsub_rn(q10, kTwo23));
+        v[c] = __float_as_uint(__fadd_rn(__fmaf_rn(b, __fsub_rn(v1, v0), v0), kRound));
+    }
+}
+
+// One interior pixel, nearest: the pixel's CN bytes at the bottom of v[0] (bytes
+// repeated in v[c]).
+template <int CN>
+__device__ __forceinline__ void nearest_fast(const DenseU8& d, float sx, float sy,
+                                             unsigned (&v)[CN]) {
+    const unsigned bx = __float_as_uint(__fadd_rn(sx, kRound));
+    const unsigned by = __float_as_uint(__fadd_rn(sy, kRound));
+    const unsigned px = window4(d.img + (int)(by * d.s_y32 + bx * CN + d.bias));
+#pragma unroll
+    for (int c = 0; c < CN; ++c) v[c] = px >> (8 * c);
+}
+
+// One pixel at source (sx, sy), dense uint8: the fast path where it applies, else
+// warp_nearest / warp_linear. v[c]'s low byte is channel c.
+template <bool LINEAR, int CN, bool PERSPECTIVE>
+__device__ __forceinline__ void dense_u8_pixel(const Item<unsigned char>& it, const DenseU8& d,
+                                               int x, int y, float sx, float sy, int border,
+                                               const float (&bval)[4],
+                                               const unsigned char (&border_fill)[CN],
+                                               int body_end, unsigned (&v)[CN]) {
+    if (sx >= 1.f && sx < d.x_hi && sy >= 0.f && sy < d.y_hi) {
+        if (LINEAR)
+            linear_fast<CN>(d, sx, sy, v);
+        else
+            nearest_fast<CN>(d, sx, sy, v);
+        return;
+    }
+    unsigned char u[CN];
+    if (LINEAR)
+        warp_linear<unsigned char, CN, PERSPECTIVE, true>(it, x, y, border, bval, border_fill,
+                                                          body_end, u);
+    else
+        warp_nearest<unsigned char, CN, PERSPECTIVE, true>(it, x, y, border, bval, border_fill,
+                                                           body_end, u);
+#pragma unroll
+    for (int c = 0; c < CN; ++c) v[c] = u[c];
+}
+
+// A thread's pixels x0 .. x0 + count - 1 of row y, dense uint8: v[p][c]'s low byte is
+// channel c of pixel p. A whole group inside OpenCV's SIMD body (affine) computes the
+// row's coordinate terms once.
+template <bool LINEAR, int CN, bool PERSPECTIVE, int PX>
+__device__ __forceinline__ void dense_u8_pixels(const Item<unsigned char>& it, const DenseU8& d,
+                                                int x0, int count, int y, int border,
+                                                const float (&bval)[4],
+                                                const unsigned char (&border_fill)[CN],
+                                                int body_end, unsigned (&v)[PX][CN]) {
+    if (!PERSPECTIVE && count == PX && x0 + PX <= body_end) {
+        const float fy = (float)y;
+        const float rx = __fadd_rn(__fmul_rn(fy, it.mf[1]), it.mf[2]);
+        const float ry = __fadd_rn(__fmul_rn(fy, it.mf[4]), it.mf[5]);
+#pragma unroll
+        for (int p = 0; p < PX; ++p) {
+            const float fx = (float)(x0 + p);
+            dense_u8_pixel<LINEAR, CN, PERSPECTIVE>(it, d, x0 + p, y, __fmaf_rn(it.mf[0], fx, rx),
+                                                    __fmaf_rn(it.mf[3], fx, ry), border, bval,
+                                                    border_fill, body_end, v[p]);
+        }
+        return;
+    }
+#pragma unroll
+    for (int p = 0; p < PX; ++p) {
+        if (p < count) {
+            float sx, sy;
+            float_coords<PERSPECTIVE>(it.mf, x0 + p, y, x0 + p < body_end, sx, sy);
+            dense_u8_pixel<LINEAR, CN, PERSPECTIVE>(it, d, x0 + p, y, sx, sy, border, bval,
+                                                    border_fill, body_end, v[p]);
+        }
+    }
+}
+
+// store_pixels for values in low bytes: whole 32-bit words where all PX pixels are there,
+// their bytes divide into words and `out` is aligned; bytes otherwise.
+template <int CN, int PX>
+__device__ __forceinline__ void store_low_bytes(unsigned char* out, int count,
+                                                const unsigned (&v)[PX][CN]) {
+    if constexpr ((PX * CN) % 4 == 0) {
+        if (count == PX && ((unsigned long long)out & 3u) == 0) {
+#pragma unroll
+            for (int k = 0; k < PX * CN / 4; ++k) {
+                const int e = 4 * k;
+                const unsigned b01 = __byte_perm(v[e / CN][e % CN], v[(e + 1) / CN][(e + 1) % CN], 0x0040u);
+                const unsigned b23 = __byte_perm(v[(e + 2) / CN][(e + 2) % CN], v[(e + 3) / CN][(e + 3) % CN], 0x0040u);
+                reinterpret_cast<unsigned*>(out)[k] = __byte_perm(b01, b23, 0x5410u);
+            }
+            return;
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < PX; ++p) {
+        if (p < count) {
+#pragma unroll
+            for (int c = 0; c < CN; ++c) out[p * CN + c] = (unsigned char)v[p][c];
+        }
+    }
+}
+
 // --- OpenCV's older remap path --------------------------------------------------------
 constexpr int kInterBits = 5, kTab = 1 << kInterBits, kAbBits = 10, kAbScale = 1 << kAbBits;
 
@@ -539,7 +733,7 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
 // be 2-D: blockIdx.y then covers rows_per_block * blockDim.y rows, and threadIdx.y takes
 // every blockDim.y-th of them, so a warp can cover a tile of several rows (a rotated
 // tile's taps span fewer source rows than a one-row strip's).
-#define CUPYPREP_WARP_FLOAT_KERNEL(OP, PERSPECTIVE, NAME, PIXEL)                          \
+#define CUPYPREP_WARP_FLOAT_KERNEL(OP, PERSPECTIVE, NAME, PIXEL, LINEAR)                  \
     template <typename T, int CN, bool DENSE, int PX>                                     \
     __global__ void cupyprep_warp_##OP##_##NAME(CUPYPREP_WARP_PARAMS) {                   \
         const float bval[4] = {bv0, bv1, bv2, bv3};                                       \
@@ -551,6 +745,9 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
             Item<T> it = image_item<T>(n, src, src_ptrs, src_hw, src_strides, sh, sw, s_n, \
                                        s_y, s_x, s_c, src_index, mats, mat_step);         \
             for (int j = 0; j < (PERSPECTIVE ? 9 : 6); ++j) it.mf[j] = (float)it.m[j];    \
+            DenseU8 fast{};                                                               \
+            if constexpr (dense_u8<T, CN, DENSE>::value)                                  \
+                fast = dense_u8_image<LINEAR, CN>(it);                                    \
             T* image_out = dst + (cp::i64)n * d_n;                                        \
             for (int gx = blockIdx.x * blockDim.x + threadIdx.x; gx < groups;             \
                  gx += gridDim.x * blockDim.x) {                                          \
@@ -558,29 +755,38 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
                 for (int g = blockIdx.y; g * tile_rows < dh; g += gridDim.y) {            \
                     const int y_end = min(dh, (g + 1) * tile_rows);                       \
                     for (int y = g * tile_rows + threadIdx.y; y < y_end; y += blockDim.y) { \
-                        T v[PX][CN];                                                      \
-                        _Pragma("unroll") for (int p = 0; p < PX; ++p) {                  \
-                            if (p < count)                                                \
-                                PIXEL<T, CN, PERSPECTIVE, DENSE>(it, x0 + p, y, border,   \
-                                                                 bval, border_fill,       \
-                                                                 body_end, v[p]);         \
-                        }                                                                 \
                         T* out = image_out + (cp::i64)y * d_y +                           \
                                  (cp::i64)x0 * (DENSE ? (cp::i64)CN : d_x);               \
-                        store_pixels<T, CN, DENSE, PX>(out, count, d_x, d_c, v);          \
+                        if constexpr (dense_u8<T, CN, DENSE>::value) {                    \
+                            unsigned u[PX][CN];                                           \
+                            dense_u8_pixels<LINEAR, CN, PERSPECTIVE, PX>(                 \
+                                it, fast, x0, count, y, border, bval, border_fill,        \
+                                body_end, u);                                             \
+                            store_low_bytes<CN, PX>(out, count, u);                       \
+                        } else {                                                          \
+                            T v[PX][CN];                                                  \
+                            _Pragma("unroll") for (int p = 0; p < PX; ++p) {              \
+                                if (p < count)                                            \
+                                    PIXEL<T, CN, PERSPECTIVE, DENSE>(it, x0 + p, y,       \
+                                                                     border, bval,        \
+                                                                     border_fill,         \
+                                                                     body_end, v[p]);     \
+                            }                                                             \
+                            store_pixels<T, CN, DENSE, PX>(out, count, d_x, d_c, v);      \
+                        }                                                                 \
                     }                                                                     \
                 }                                                                         \
             }                                                                             \
         }                                                                                 \
     }
 
-CUPYPREP_WARP_FLOAT_KERNEL(affine, false, nearest, warp_nearest)
-CUPYPREP_WARP_FLOAT_KERNEL(affine, false, linear, warp_linear)
+CUPYPREP_WARP_FLOAT_KERNEL(affine, false, nearest, warp_nearest, false)
+CUPYPREP_WARP_FLOAT_KERNEL(affine, false, linear, warp_linear, true)
 CUPYPREP_WARP_KERNEL(affine, false, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval)))
 CUPYPREP_WARP_KERNEL(affine, false, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab)))
 CUPYPREP_WARP_KERNEL(affine, false, cubic, (warp_cubic<T, CN, P>(it, d_c, border, bval, body_end)))
-CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, nearest, warp_nearest)
-CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, linear, warp_linear)
+CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, nearest, warp_nearest, false)
+CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, linear, warp_linear, true)
 CUPYPREP_WARP_KERNEL(perspective, true, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval)))
 CUPYPREP_WARP_KERNEL(perspective, true, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab)))
 CUPYPREP_WARP_KERNEL(perspective, true, cubic, (warp_cubic<T, CN, P>(it, d_c, border, bval, body_end)))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,7 @@ VARIANTS = {
     "shared_overrun": ("faults.cu", "shared_overrun"),
     "divergent_barrier": ("faults.cu", "divergent_barrier"),
     "intrinsics": ("intrinsics.cu", "intrinsics"),
+    "fadd_rz": ("intrinsics.cu", "fadd_rz"),
     "f16_roundtrip": (None, "f16_roundtrip"),
 }
 
@@ -212,6 +214,41 @@ def test_intrinsics(toys):
     assert fout[1] == np.float32(float(np.float32(0.7)) * 3.0 + 1.0)
     assert fout[2] == np.float32(0.7) * np.float32(3.0)
     np.testing.assert_array_equal(dout[:2], [29.75, 0.1 * 3.0 + (0.1 + 0.2) - 2.0 + 1.0])
+
+
+def test_fadd_rz_rounds_toward_zero(toys):
+    """__fadd_rz against the exact sum (fractions): random pairs of every sign and scale,
+    sums that are exact, ties, sums at 2^23 (where the unit in the last place is 1),
+    cancellations and overflow."""
+    rng = np.random.default_rng(6)
+    n = 3000
+    a = (rng.standard_normal(n) * 10.0 ** rng.integers(-8, 9, n)).astype(np.float32)
+    b = (rng.standard_normal(n) * 10.0 ** rng.integers(-8, 9, n)).astype(np.float32)
+    a[:500] = rng.uniform(0, 2**22, 500).astype(np.float32)
+    b[:500] = np.float32(2**23)
+    a[500:600] = np.arange(100, dtype=np.float32) + np.float32(0.5)
+    b[500:600] = np.float32(2**23)
+    a[600:700] = -b[600:700]
+    a[700:710] = np.float32(3e38)
+    b[700:710] = np.float32(3e38) * np.where(np.arange(10) % 2, 1, -1).astype(np.float32)
+    b[705:710] = np.float32(3e38)
+    a[710:720] = -np.float32(3e38)
+    b[710:720] = -np.float32(3e38)
+    out = np.full(n, np.nan, np.float32)
+    toys["fadd_rz"](n // 128 + 1, 128, (a, b, out, i32(n)))
+    max32 = np.finfo(np.float32).max
+    expected = np.empty(n, np.float32)
+    for i in range(n):
+        exact = Fraction(float(a[i])) + Fraction(float(b[i]))
+        if abs(exact) > Fraction(float(max32)):
+            expected[i] = max32 if exact > 0 else -max32
+            continue
+        near = np.float32(a[i]) + np.float32(b[i])  # rounded to nearest
+        if abs(Fraction(float(near))) > abs(exact):
+            near = np.nextafter(near, np.float32(0))
+        expected[i] = near
+    np.testing.assert_array_equal(out, expected)
+    assert (out[:500] == np.floor(a[:500]) + np.float32(2**23)).all()
 
 
 # --- sanitizers --------------------------------------------------------------------------------

@@ -532,6 +532,37 @@ def test_kernel_dense_other_types(kernels, warp_variants, dtype, interpolation):
     assert all(", true, 4>" in e for e in warp_variants)
 
 
+@pytest.mark.parametrize("value", [0, 255])
+@pytest.mark.parametrize("channels", [3, 4])
+@pytest.mark.parametrize("interpolation", ["nearest", "linear"])
+def test_kernel_dense_uint8_halves_extremes_and_far_coordinates(kernels, warp_variants,
+                                                                 interpolation, channels, value):
+    """The dense uint8 interior path converts through float bit patterns (bytes under a 2^23
+    exponent, floor and rint by adding 2^23 or 1.5 * 2^23, cvRound by 1.5 * 2^23). Its
+    edge cases against cv2: half-pixel shifts (fractions of exactly 0.5, so blends of
+    neighbours that differ by an odd amount are ties that round half to even; nearest
+    ties on the coordinate itself), sources of only 0 and 255 (blends at the ends of the
+    range, where rounding must not wrap) and of neighbours 0 / 1 and 254 / 255, the
+    border value at both ends, and zoom-outs that send coordinates past 2^22 (and 2^24),
+    where the fast path must not be taken."""
+    rng = np.random.default_rng(90 + channels)
+    h, w = 9, 37
+    base = rng.integers(0, 2, (h, w, channels)).astype(np.uint8)
+    host = np.stack([base * 255, base + 254, base, random_image(rng, (h, w, channels), np.uint8)])
+    shifts = [(0.5, 0.0), (0.0, 0.5), (0.5, 0.5), (-0.5, 1.5), (2.5, -3.5)]
+    Ms = [np.array([[1.0, 0.0, tx], [0.0, 1.0, ty]]) for tx, ty in shifts]
+    # destination x maps to source x / s: near 2^22 and past it within the output
+    # (constant border only there: cv2's reflections step back one period at a time)
+    zooms = [np.array([[s, 0.0, 0.0], [0.0, s, 0.0]]) for s in (2.0**-17, 2.0**-20, 2.0**-23)]
+    Ms.append(rotation(rng, h, w))
+    for mats, border in ((Ms + zooms, "constant"), (Ms, "reflect101")):
+        batch = np.repeat(host, len(mats), axis=0)
+        check_batch(kernels, kernels.put(batch), batch, np.stack(mats * len(host)), (h + 2, w + 3),
+                    interpolation, border, value)
+    assert set(warp_variants) == {f"cupyprep_warp_affine_{interpolation}<unsigned char, "
+                                  f"{channels}, true, 4>"}
+
+
 @pytest.mark.parametrize("dense", [True, False])
 @pytest.mark.parametrize("border", list(BORDERS))
 def test_kernel_dense_and_generic_agree(kernels, monkeypatch, dense, border):

@@ -422,6 +422,17 @@ inline long long __double_as_longlong(double x) { return cupyprep_emu::bit_cast<
 // GPU's approximation error.
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
+// Round toward zero: the nearest sum, stepped one float toward zero where it was rounded
+// away from zero (TwoSum gives the sum's exact rounding error).
+inline float __fadd_rz(float a, float b) {
+    const float s = a + b;
+    if (std::isinf(s) && std::isfinite(a) && std::isfinite(b))
+        return std::copysign(std::numeric_limits<float>::max(), s);
+    if (!std::isfinite(s)) return s;
+    const float bb = s - a;
+    const float e = (a - (s - bb)) + (b - bb);
+    return e != 0.0f && (e > 0.0f) != (s > 0.0f) ? std::nextafter(s, 0.0f) : s;
+}
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }

@@ -88,3 +88,9 @@ __global__ void intrinsics(const float* f, long long* out, float* fout, double* 
     fout[8] = v.x + v.y + v.z + v.w + u.w + (float)(i2.x + i2.y);
     out[k++] = k;  // the slot count, checked by the test
 }
+
+// __fadd_rz, element by element (the one directed-rounding intrinsic the emulator has).
+__global__ void fadd_rz(const float* a, const float* b, float* out, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __fadd_rz(a[i], b[i]);
+}
