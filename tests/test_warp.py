@@ -482,7 +482,7 @@ def test_kernel_dense_unaligned_sources(kernels, warp_variants, border, channels
                         border, 200)
             check_batch(kernels, kernels.put(wide)[:, dy:, dx:], host, Ms, (h, w), "nearest",
                         border, 200)
-    assert {e.split("<")[1] for e in warp_variants} == {f"unsigned char, {channels}, true, 4>"}
+    assert {e.split("<")[1] for e in warp_variants} == {f"unsigned char, {channels}, true, {G._WARP_PIXELS_PER_THREAD}>"}
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])
@@ -508,7 +508,7 @@ def test_kernel_dense_output_views(kernels, warp_variants, channels):
         for out in views:
             check_batch(kernels, kernels.put(host), host, Ms, (h, w), "linear", "constant", 4,
                         out=out)
-    dense = f"cupyprep_warp_affine_linear<unsigned char, {channels}, true, 4>"
+    dense = f"cupyprep_warp_affine_linear<unsigned char, {channels}, true, {G._WARP_PIXELS_PER_THREAD}>"
     generic = f"cupyprep_warp_affine_linear<unsigned char, {channels}, false, 1>"
     assert warp_variants.count(dense) == 12
     assert warp_variants.count(generic) == len(warp_variants) - 12 > 0
@@ -529,7 +529,7 @@ def test_kernel_dense_other_types(kernels, warp_variants, dtype, interpolation):
             Hs = np.stack([homography(rng, h, w) for _ in range(6)])
             check_batch(kernels, src, host, Hs, (h, w + 2), interpolation, "constant", 0.5,
                         perspective=True)
-    assert all(", true, 4>" in e for e in warp_variants)
+    assert all(f", true, {G._WARP_PIXELS_PER_THREAD}>" in e for e in warp_variants)
 
 
 @pytest.mark.parametrize("value", [0, 255])
@@ -560,7 +560,7 @@ def test_kernel_dense_uint8_halves_extremes_and_far_coordinates(kernels, warp_va
         check_batch(kernels, kernels.put(batch), batch, np.stack(mats * len(host)), (h + 2, w + 3),
                     interpolation, border, value)
     assert set(warp_variants) == {f"cupyprep_warp_affine_{interpolation}<unsigned char, "
-                                  f"{channels}, true, 4>"}
+                                  f"{channels}, true, {G._WARP_PIXELS_PER_THREAD}>"}
 
 
 @pytest.mark.parametrize("dense", [True, False])
