@@ -566,11 +566,13 @@ __device__ __forceinline__ void store_low_bytes(unsigned char* out, int count,
 // A tile's staged window: pixels [x_lo, x_hi] x [y_lo, y_hi] of the image (bounds as
 // floats: a coordinate sx with x_lo <= sx < x_hi has taps floor(sx) and floor(sx) + 1 in
 // the window; an empty window has x_hi = -1), its row `pitch` in bytes (a multiple of 4)
-// and the offset of a tap given by the bit patterns of 2^23 + ix and 2^23 + iy.
+// and the offset of a tap given by the bit patterns of 2^23 + ix and 2^23 + iy. A staged
+// row starts at the row's byte `start`, x_lo * CN rounded down to a multiple of 4 (so rows
+// that start on a word are copied word for word).
 struct StagedWindow {
     float x_lo, x_hi, y_lo, y_hi;
     unsigned pitch, bias;
-    int x0, y0, rows, words;  // first pixel, rows, 32-bit words per row
+    int start, y0, rows, words;  // first byte of a row, first row, rows, words per row
 };
 
 // Which source window output pixels [tx0, tx1] x [ty0, ty1] reach (the matrix in double),
@@ -595,29 +597,31 @@ __device__ __forceinline__ StagedWindow staged_window(const Item<unsigned char>&
     // clipped to the image (fmin / fmax also turn a NaN into the image's edge)
     const double w = (double)it.w, h = (double)it.h;
     StagedWindow s;
-    s.x0 = (int)fmin(fmax(floor(x_min) - 2.0, 0.0), w);
+    const int x0 = (int)fmin(fmax(floor(x_min) - 2.0, 0.0), w);
     s.y0 = (int)fmin(fmax(floor(y_min) - 2.0, 0.0), h);
     const int x1 = (int)fmin(fmax(ceil(x_max) + 2.0, -1.0), w - 1.0);
     const int y1 = (int)fmin(fmax(ceil(y_max) + 2.0, -1.0), h - 1.0);
     s.rows = y1 - s.y0 + 1;
-    const int cols = x1 - s.x0 + 1;
-    s.words = cols < 0 ? 0 : cols > 4 * capacity ? capacity + 1 : (cols * CN + 3) / 4;
-    const bool fits = cols >= 2 && s.rows >= 2 && it.w < (1 << 22) && it.h < (1 << 22) &&
-                      s.words <= capacity && s.rows <= capacity &&
+    const int cols = x1 - x0 + 1;
+    // (byte offsets computed only where they cannot overflow)
+    const bool narrow = it.w < (1 << 22) && it.h < (1 << 22) && cols >= 2 && cols <= capacity;
+    s.start = narrow ? x0 * CN & ~3 : 0;
+    s.words = narrow ? ((x1 + 1) * CN - s.start + 3) / 4 : 0;
+    const bool fits = narrow && s.rows >= 2 && s.rows <= capacity &&
                       s.rows * s.words + 2 <= capacity;
     if (!fits) s.rows = s.words = 0;
-    s.x_lo = fits ? (float)s.x0 : 0.f;
+    s.x_lo = fits ? (float)x0 : 0.f;
     s.x_hi = fits ? (float)x1 : -1.f;
     s.y_lo = fits ? (float)s.y0 : 0.f;
     s.y_hi = fits ? (float)y1 : -1.f;
     s.pitch = 4u * (unsigned)s.words;
     s.bias = 0u - kTwo23Bits * (s.pitch + (unsigned)CN) - (unsigned)s.y0 * s.pitch -
-             (unsigned)s.x0 * (unsigned)CN;
+             (unsigned)s.start;
     return s;
 }
 
 // Copies the window into `stage` (row r at word r * words; byte k of a row is byte
-// x0 * CN + k of its source row): a warp per row, a lane per word, each word from the two
+// start + k of its source row): a warp per row, a lane per word, each word from the two
 // aligned words around it, or from bytes where those would leave the row (bytes past the
 // row's end read as 0).
 template <int CN>
@@ -628,7 +632,7 @@ __device__ __forceinline__ void stage_window(const Item<unsigned char>& it, cons
         const unsigned char* row = it.img + (cp::i64)(s.y0 + r) * it.s_y;
         const unsigned long long start = (unsigned long long)row, end = start + row_bytes;
         for (int j = tid & 31; j < s.words; j += 32) {
-            const unsigned char* p = row + s.x0 * CN + 4 * j;
+            const unsigned char* p = row + s.start + 4 * j;
             const unsigned long long a = (unsigned long long)p, aligned = a & ~3ull;
             const unsigned o = (unsigned)a & 3u;
             unsigned word = 0;
