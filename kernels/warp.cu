@@ -16,7 +16,9 @@
 // elements (s_x == d_x == CN, s_c == d_c == 1; row and image strides stay free), so those
 // strides are compile-time constants. DENSE uint8 with 3 or 4 channels reads each interior
 // tap pair as the aligned 32-bit words that cover its 2 * CN bytes, and writes a thread's
-// PX pixels as 32- or 16-bit words where they are aligned and whole. Only the memory
+// PX pixels as 32- or 16-bit words where they are aligned and whole. Dense uint8 affine
+// linear on 3 or 4 channels also comes as cupyprep_warp_affine_linear_shared, which copies
+// each output tile's source window into shared memory first (see there). Only the memory
 // access changes: every pixel's arithmetic is the same in every variant.
 //
 // OpenCV has two implementations, and picks by channel count and interpolation; each is
