@@ -623,30 +623,38 @@ __device__ __forceinline__ StagedWindow staged_window(const Item<unsigned char>&
 }
 
 // Copies the window into `stage` (row r at word r * words; byte k of a row is byte
-// start + k of its source row): a warp per row, a lane per word, each word from the two
-// aligned words around it, or from bytes where those would leave the row (bytes past the
-// row's end read as 0).
+// start + k of its source row): the block's threads take consecutive words, row after
+// row, each word from the two aligned words around it, or from bytes where those would
+// leave the row (bytes past the row's end read as 0).
 template <int CN>
 __device__ __forceinline__ void stage_window(const Item<unsigned char>& it, const StagedWindow& s,
                                              unsigned* stage, int tid, int threads) {
+    if (s.rows == 0) return;
     const unsigned long long row_bytes = (unsigned long long)it.w * CN;
-    for (int r = tid >> 5; r < s.rows; r += threads >> 5) {
+    // word j of row r, stepping by `threads` words: step_r rows and step_j words
+    const int step_r = threads / s.words, step_j = threads % s.words;
+    int r = tid / s.words, j = tid % s.words;
+    while (r < s.rows) {
         const unsigned char* row = it.img + (cp::i64)(s.y0 + r) * it.s_y;
         const unsigned long long start = (unsigned long long)row, end = start + row_bytes;
-        for (int j = tid & 31; j < s.words; j += 32) {
-            const unsigned char* p = row + s.start + 4 * j;
-            const unsigned long long a = (unsigned long long)p, aligned = a & ~3ull;
-            const unsigned o = (unsigned)a & 3u;
-            unsigned word = 0;
-            if (aligned >= start && aligned + (o ? 8 : 4) <= end) {
-                const unsigned* q = reinterpret_cast<const unsigned*>(aligned);
-                word = __funnelshift_r(__ldg(q), o ? __ldg(q + 1) : 0u, 8 * o);
-            } else {
+        const unsigned char* p = row + s.start + 4 * j;
+        const unsigned long long a = (unsigned long long)p, aligned = a & ~3ull;
+        const unsigned o = (unsigned)a & 3u;
+        unsigned word = 0;
+        if (aligned >= start && aligned + (o ? 8 : 4) <= end) {
+            const unsigned* q = reinterpret_cast<const unsigned*>(aligned);
+            word = __funnelshift_r(__ldg(q), o ? __ldg(q + 1) : 0u, 8 * o);
+        } else {
 #pragma unroll
-                for (int k = 0; k < 4; ++k)
-                    if (a + k < end) word |= (unsigned)__ldg(p + k) << (8 * k);
-            }
-            stage[r * s.words + j] = word;
+            for (int b = 0; b < 4; ++b)
+                if (a + b < end) word |= (unsigned)__ldg(p + b) << (8 * b);
+        }
+        stage[r * s.words + j] = word;
+        r += step_r;
+        j += step_j;
+        if (j >= s.words) {
+            j -= s.words;
+            ++r;
         }
     }
 }
