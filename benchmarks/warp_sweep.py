@@ -7,10 +7,8 @@
 
 Variants: the generic strided kernel with one-row warps (dense variants off) and the dense
 one at 1, 2 and 4 output pixels per thread, each with a few warp tiles (block_x pixel
-groups by 32 / block_x rows) and 4 or 2 rows per thread, and the variant that stages each
-output tile's source window in shared memory at a few tile shapes and budgets (a
-translation's linear warp takes it too). Every variant's output is checked against the
-generic kernel's, byte for byte.
+groups by 32 / block_x rows) and 4 or 2 rows per thread. Every variant's output is
+checked against the generic kernel's, byte for byte.
 """
 from __future__ import annotations
 
@@ -47,33 +45,22 @@ def workloads():
     return {"W5": run(rotate), "W5 translation": run(shift)}, out
 
 
-SHARED_OFF = (False, 32, 32, 24576)
-
-
 def variants():
-    """(label, dense, pixels per thread, threads of a block along x, rows per thread,
-    shared-memory setting). A warp covers block_x pixel groups by 32 / block_x rows; the
-    shared-memory setting is (on, tile width, tile height, bytes)."""
-    yield "generic (one-row warps), rows 4", False, 1, 32, 4, SHARED_OFF
+    """(label, dense, pixels per thread, threads of a block along x, rows per thread). A
+    warp covers block_x pixel groups by 32 / block_x rows."""
+    yield "generic (one-row warps), rows 4", False, 1, 32, 4
     for pixels, tiles in ((1, (32, 16, 8)), (2, (16, 8, 4)), (4, (8, 4, 2))):
         for block_x in tiles:
             for rows in (4, 2):
                 yield (f"dense, {pixels} px, block {block_x}x{128 // block_x}, rows {rows}",
-                       True, pixels, block_x, rows, SHARED_OFF)
-    for pixels, tile_w, tile_h, size in ((2, 32, 32, 24576), (2, 64, 16, 24576),
-                                         (2, 64, 32, 24576), (2, 32, 16, 12288),
-                                         (4, 64, 32, 24576)):
-        yield (f"shared, {pixels} px, tile {tile_w}x{tile_h}, {size // 1024} KB", True, pixels,
-               16, 4, (True, tile_w, tile_h, size))
+                       True, pixels, block_x, rows)
 
 
-def set_variant(dense, pixels, block_x, rows, shared):
+def set_variant(dense, pixels, block_x, rows):
     geometry._WARP_DENSE = dense
     geometry._WARP_PIXELS_PER_THREAD = pixels
     geometry._WARP_BLOCK_X = block_x
     geometry._WARP_ROWS_PER_THREAD = rows
-    (geometry._WARP_SHARED, geometry._WARP_TILE_W, geometry._WARP_TILE_H,
-     geometry._WARP_SHARED_BYTES) = shared
 
 
 def main(argv=None):
@@ -88,7 +75,7 @@ def main(argv=None):
         torch.cuda.synchronize()
         return
     reference = {}
-    set_variant(False, 1, 32, 4, SHARED_OFF)
+    set_variant(False, 1, 32, 4)
     for name, fn in runs.items():
         fn(0)
         reference[name] = out.clone()

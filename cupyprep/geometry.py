@@ -485,15 +485,7 @@ def _warp_variants():
              for i in _FLOAT_WARP_KERNELS
              for d in WARP_DTYPES
              for cn in (1, 3, 4)]
-    shared = [_warp_shared_expr(cn) for cn in (3, 4)]
-    return generic + dense + shared
-
-
-def _warp_shared_expr(cn):
-    """Dense uint8 affine linear with staged source windows: <type, channels, pixels per
-    thread, tile width, tile height, shared memory bytes>."""
-    return (f"cupyprep_warp_affine_linear_shared<unsigned char, {cn}, {_WARP_PIXELS_PER_THREAD}, "
-            f"{_WARP_TILE_W}, {_WARP_TILE_H}, {_WARP_SHARED_BYTES}>")
+    return generic + dense
 
 
 _kernels.register_variants("warp", "warp.cu", _warp_variants)
@@ -728,25 +720,14 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
         dense = (_WARP_DENSE and kernel in _FLOAT_WARP_KERNELS and uniform
                  and s_x == c and (c == 1 or s_c == 1) and d_x == c and (c == 1 or d_c == 1))
         pixels = _WARP_PIXELS_PER_THREAD if dense else 1
-        rows = _WARP_ROWS_PER_THREAD
-        args = tables + (
-            index, mats, i64(mat_step), dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
-            i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab, i32(n_out), i32(rows))
-        if (_WARP_SHARED and dense and kernel == "linear" and not perspective
-                and dtype == np.uint8 and c in (3, 4)):
-            # tiles of _WARP_TILE_W x _WARP_TILE_H pixels, a row of the tile per threadIdx.y
-            fn = _kernels.get_function("warp.cu", _warp_shared_expr(c))
-            block_x = _WARP_TILE_W // pixels
-            block_y = _BLOCK_3D // block_x
-            launch_3d(fn, n_out, (dh + _WARP_TILE_H - 1) // _WARP_TILE_H * block_y,
-                      (dw + _WARP_TILE_W - 1) // _WARP_TILE_W * block_x, args,
-                      block_x=block_x, block_y=block_y)
-            return native
         fn = _kernels.get_function("warp.cu", _warp_expr("perspective" if perspective else "affine",
                                                          kernel, dtype, c, dense, pixels))
+        rows = _WARP_ROWS_PER_THREAD
         block_x = _WARP_BLOCK_X if dense else _BLOCK_3D
-        launch_3d(fn, n_out, (dh + rows - 1) // rows, (dw + pixels - 1) // pixels, args,
-                  block_x=block_x, block_y=_BLOCK_3D // block_x)
+        launch_3d(fn, n_out, (dh + rows - 1) // rows, (dw + pixels - 1) // pixels, tables + (
+            index, mats, i64(mat_step), dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
+            i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab, i32(n_out), i32(rows)),
+            block_x=block_x, block_y=_BLOCK_3D // block_x)
     return native
 
 
@@ -763,15 +744,6 @@ _WARP_DENSE = True
 # one-row strip's (fewer cache sectors per load instruction); for a translation a wider
 # one's do. The generic kernel keeps one-row warps.
 _WARP_BLOCK_X = 16
-# Dense uint8 affine linear, 3 or 4 channels: blocks of _BLOCK_3D threads make output tiles
-# of _WARP_TILE_W x _WARP_TILE_H pixels (the width a multiple of _WARP_PIXELS_PER_THREAD
-# that divides _BLOCK_3D times it), reading the source window a tile's taps reach from
-# shared memory when it fits _WARP_SHARED_BYTES (a rotation's taps spread over many source
-# rows; staged, a warp's loads are coalesced rows). False: the dense variant above.
-_WARP_SHARED = True
-_WARP_TILE_W = 32
-_WARP_TILE_H = 32
-_WARP_SHARED_BYTES = 24576
 
 
 def _host(a):

@@ -16,9 +16,7 @@
 // elements (s_x == d_x == CN, s_c == d_c == 1; row and image strides stay free), so those
 // strides are compile-time constants. DENSE uint8 with 3 or 4 channels reads each interior
 // tap pair as the aligned 32-bit words that cover its 2 * CN bytes, and writes a thread's
-// PX pixels as 32- or 16-bit words where they are aligned and whole. Dense uint8 affine
-// linear on 3 or 4 channels also comes as cupyprep_warp_affine_linear_shared, which copies
-// each output tile's source window into shared memory first (see there). Only the memory
+// PX pixels as 32- or 16-bit words where they are aligned and whole. Only the memory
 // access changes: every pixel's arithmetic is the same in every variant.
 //
 // OpenCV has two implementations, and picks by channel count and interpolation; each is
@@ -428,22 +426,7 @@ __device__ __forceinline__ float biased(unsigned lo, unsigned hi, int k) {
     return __uint_as_float(__byte_perm(k < 4 ? lo : hi, kTwo23Bits, 0x7440u + (k & 3)));
 }
 
-// One interior pixel, linear, from its tap rows (lo0, hi0) and (lo1, hi1) (bytes of taps
-// ix and ix + 1) at fractions a, b: v[c]'s low byte is the result.
-template <int CN>
-__device__ __forceinline__ void linear_blend(float a, float b, unsigned lo0, unsigned hi0,
-                                             unsigned lo1, unsigned hi1, unsigned (&v)[CN]) {
-#pragma unroll
-    for (int c = 0; c < CN; ++c) {
-        const float q00 = biased(lo0, hi0, c), q01 = biased(lo0, hi0, CN + c);
-        const float q10 = biased(lo1, hi1, c), q11 = biased(lo1, hi1, CN + c);
-        const float v0 = __fmaf_rn(a, __fsub_rn(q01, q00), __fsub_rn(q00, kTwo23));
-        const float v1 = __fmaf_rn(a, __fsub_rn(q11, q10), __fsub_rn(q10, kTwo23));
-        v[c] = __float_as_uint(__fadd_rn(__fmaf_rn(b, __fsub_rn(v1, v0), v0), kRound));
-    }
-}
-
-// One interior pixel, linear, its taps read from the image.
+// One interior pixel, linear: v[c]'s low byte is the result.
 template <int CN>
 __device__ __forceinline__ void linear_fast(const DenseU8& d, float sx, float sy,
                                             unsigned (&v)[CN]) {
@@ -454,7 +437,14 @@ __device__ __forceinline__ void linear_fast(const DenseU8& d, float sx, float sy
     unsigned lo0, hi0, lo1, hi1;
     window8(r0, lo0, hi0);
     window8(r0 + d.s_y, lo1, hi1);
-    linear_blend<CN>(a, b, lo0, hi0, lo1, hi1, v);
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+        const float q00 = biased(lo0, hi0, c), q01 = biased(lo0, hi0, CN + c);
+        const float q10 = biased(lo1, hi1, c), q11 = biased(lo1, hi1, CN + c);
+        const float v0 = __fmaf_rn(a, __fsub_rn(q01, q00), __fsub_rn(q00, kTwo23));
+        const float v1 = __fmaf_rn(a, __fsub_rn(q11, q10), __fsub_rn(q10, kTwo23));
+        v[c] = __float_as_uint(__fadd_rn(__fmaf_rn(b, __fsub_rn(v1, v0), v0), kRound));
+    }
 }
 
 // One interior pixel, nearest: the pixel's CN bytes at the bottom of v[0] (bytes
@@ -552,136 +542,6 @@ __device__ __forceinline__ void store_low_bytes(unsigned char* out, int count,
             for (int c = 0; c < CN; ++c) out[p * CN + c] = (unsigned char)v[p][c];
         }
     }
-}
-
-// --- dense uint8 affine linear, source windows staged in shared memory ---------------
-// A block makes one output tile at a time. A rotation scatters a warp's taps over many
-// source rows (many cache lines per load), so the block first copies the source window its
-// tile's taps can touch (the tile's corners through the matrix, 2 pixels of margin,
-// clipped to the image) into shared memory with coalesced loads, then reads interior taps
-// from there. A pixel reads shared memory only when all 4 taps lie inside the staged
-// window (the test is on the float coordinate itself, so the window only decides speed,
-// never results); every other pixel, and every pixel of a tile whose window exceeds the
-// budget, takes the dense path above. The arithmetic is linear_fast's, so the results are
-// the same bits.
-
-// A tile's staged window: pixels [x_lo, x_hi] x [y_lo, y_hi] of the image (bounds as
-// floats: a coordinate sx with x_lo <= sx < x_hi has taps floor(sx) and floor(sx) + 1 in
-// the window; an empty window has x_hi = -1), its row `pitch` in bytes (a multiple of 4)
-// and the offset of a tap given by the bit patterns of 2^23 + ix and 2^23 + iy. A staged
-// row starts at the row's byte `start`, x_lo * CN rounded down to a multiple of 4 (so rows
-// that start on a word are copied word for word).
-struct StagedWindow {
-    float x_lo, x_hi, y_lo, y_hi;
-    unsigned pitch, bias;
-    int start, y0, rows, words;  // first byte of a row, first row, rows, words per row
-};
-
-// Which source window output pixels [tx0, tx1] x [ty0, ty1] reach (the matrix in double),
-// and whether it fits `capacity` words (with 2 words of slack: a tap row's reads cover up
-// to 2 words past its last byte).
-template <int CN>
-__device__ __forceinline__ StagedWindow staged_window(const Item<unsigned char>& it, int tx0,
-                                                      int tx1, int ty0, int ty1,
-                                                      int capacity) {
-    const double* m = it.m;
-    double x_min = 0.0, x_max = 0.0, y_min = 0.0, y_max = 0.0;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        const double x = (double)(k & 1 ? tx1 : tx0), y = (double)(k & 2 ? ty1 : ty0);
-        const double sx = __fma_rn(m[0], x, __fma_rn(m[1], y, m[2]));
-        const double sy = __fma_rn(m[3], x, __fma_rn(m[4], y, m[5]));
-        x_min = k ? fmin(x_min, sx) : sx;
-        x_max = k ? fmax(x_max, sx) : sx;
-        y_min = k ? fmin(y_min, sy) : sy;
-        y_max = k ? fmax(y_max, sy) : sy;
-    }
-    // clipped to the image (fmin / fmax also turn a NaN into the image's edge)
-    const double w = (double)it.w, h = (double)it.h;
-    StagedWindow s;
-    const int x0 = (int)fmin(fmax(floor(x_min) - 2.0, 0.0), w);
-    s.y0 = (int)fmin(fmax(floor(y_min) - 2.0, 0.0), h);
-    const int x1 = (int)fmin(fmax(ceil(x_max) + 2.0, -1.0), w - 1.0);
-    const int y1 = (int)fmin(fmax(ceil(y_max) + 2.0, -1.0), h - 1.0);
-    s.rows = y1 - s.y0 + 1;
-    const int cols = x1 - x0 + 1;
-    // (byte offsets computed only where they cannot overflow)
-    const bool narrow = it.w < (1 << 22) && it.h < (1 << 22) && cols >= 2 && cols <= capacity;
-    s.start = narrow ? x0 * CN & ~3 : 0;
-    s.words = narrow ? ((x1 + 1) * CN - s.start + 3) / 4 : 0;
-    const bool fits = narrow && s.rows >= 2 && s.rows <= capacity &&
-                      s.rows * s.words + 2 <= capacity;
-    if (!fits) s.rows = s.words = 0;
-    s.x_lo = fits ? (float)x0 : 0.f;
-    s.x_hi = fits ? (float)x1 : -1.f;
-    s.y_lo = fits ? (float)s.y0 : 0.f;
-    s.y_hi = fits ? (float)y1 : -1.f;
-    s.pitch = 4u * (unsigned)s.words;
-    s.bias = 0u - kTwo23Bits * (s.pitch + (unsigned)CN) - (unsigned)s.y0 * s.pitch -
-             (unsigned)s.start;
-    return s;
-}
-
-// Copies the window into `stage` (row r at word r * words; byte k of a row is byte
-// start + k of its source row): the block's threads take consecutive words, row after
-// row, each word from the two aligned words around it, or from bytes where those would
-// leave the row (bytes past the row's end read as 0).
-template <int CN>
-__device__ __forceinline__ void stage_window(const Item<unsigned char>& it, const StagedWindow& s,
-                                             unsigned* stage, int tid, int threads) {
-    if (s.rows == 0) return;
-    const unsigned long long row_bytes = (unsigned long long)it.w * CN;
-    // word j of row r, stepping by `threads` words: step_r rows and step_j words
-    const int step_r = threads / s.words, step_j = threads % s.words;
-    int r = tid / s.words, j = tid % s.words;
-    while (r < s.rows) {
-        const unsigned char* row = it.img + (cp::i64)(s.y0 + r) * it.s_y;
-        const unsigned long long start = (unsigned long long)row, end = start + row_bytes;
-        const unsigned char* p = row + s.start + 4 * j;
-        const unsigned long long a = (unsigned long long)p, aligned = a & ~3ull;
-        const unsigned o = (unsigned)a & 3u;
-        unsigned word = 0;
-        if (aligned >= start && aligned + (o ? 8 : 4) <= end) {
-            const unsigned* q = reinterpret_cast<const unsigned*>(aligned);
-            word = __funnelshift_r(__ldg(q), o ? __ldg(q + 1) : 0u, 8 * o);
-        } else {
-#pragma unroll
-            for (int b = 0; b < 4; ++b)
-                if (a + b < end) word |= (unsigned)__ldg(p + b) << (8 * b);
-        }
-        stage[r * s.words + j] = word;
-        r += step_r;
-        j += step_j;
-        if (j >= s.words) {
-            j -= s.words;
-            ++r;
-        }
-    }
-}
-
-// One pixel at source (sx, sy): from the staged window where its taps lie there, else
-// dense_u8_pixel.
-template <int CN>
-__device__ __forceinline__ void staged_u8_pixel(const Item<unsigned char>& it, const DenseU8& d,
-                                                const StagedWindow& s, const unsigned* stage,
-                                                int x, int y, float sx, float sy, int border,
-                                                const float (&bval)[4],
-                                                const unsigned char (&border_fill)[CN],
-                                                int body_end, unsigned (&v)[CN]) {
-    if (sx >= s.x_lo && sx < s.x_hi && sy >= s.y_lo && sy < s.y_hi) {
-        const float tx = __fadd_rz(sx, kTwo23), ty = __fadd_rz(sy, kTwo23);
-        const float a = __fsub_rn(sx, __fsub_rn(tx, kTwo23));
-        const float b = __fsub_rn(sy, __fsub_rn(ty, kTwo23));
-        const unsigned off = __float_as_uint(ty) * s.pitch + __float_as_uint(tx) * CN + s.bias;
-        const unsigned* w0 = stage + (off >> 2);
-        const unsigned* w1 = w0 + (s.pitch >> 2);
-        const unsigned shift = off << 3;  // funnel shifts take it modulo 32
-        linear_blend<CN>(a, b, __funnelshift_r(w0[0], w0[1], shift),
-                         __funnelshift_r(w0[1], w0[2], shift), __funnelshift_r(w1[0], w1[1], shift),
-                         __funnelshift_r(w1[1], w1[2], shift), v);
-        return;
-    }
-    dense_u8_pixel<true, CN, false>(it, d, x, y, sx, sy, border, bval, border_fill, body_end, v);
 }
 
 // --- OpenCV's older remap path --------------------------------------------------------
@@ -930,69 +790,3 @@ CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, linear, warp_linear, true)
 CUPYPREP_WARP_KERNEL(perspective, true, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval)))
 CUPYPREP_WARP_KERNEL(perspective, true, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab)))
 CUPYPREP_WARP_KERNEL(perspective, true, cubic, (warp_cubic<T, CN, P>(it, d_c, border, bval, body_end)))
-
-// Dense uint8 affine linear with staged source windows (see above):
-// <unsigned char, CN (3 or 4), PX, TILE_W, TILE_H, SHARED_BYTES>. A block of
-// (TILE_W / PX, any) threads makes TILE_W x TILE_H output pixel tiles, blockIdx.x / .y a
-// tile, blockIdx.z an output image (loops past the grid); a thread makes PX pixels side by
-// side in every blockDim.y-th row of the tile. `rows_per_block` is unused.
-template <typename T, int CN, int PX, int TILE_W, int TILE_H, int SHARED_BYTES>
-__global__ void __launch_bounds__(128, 8) cupyprep_warp_affine_linear_shared(CUPYPREP_WARP_PARAMS) {
-    static_assert(sizeof(T) == 1 && (CN == 3 || CN == 4), "dense uint8, 3 or 4 channels");
-    static_assert(TILE_W % PX == 0 && SHARED_BYTES % 4 == 0, "tile and budget");
-    constexpr int kWords = SHARED_BYTES / 4;
-    __shared__ unsigned stage[kWords];
-    const float bval[4] = {bv0, bv1, bv2, bv3};
-    unsigned char border_fill[CN];
-    for (int c = 0; c < CN; ++c) border_fill[c] = cp::from_float<unsigned char>(bval[c]);
-    const int tid = threadIdx.y * blockDim.x + threadIdx.x, threads = blockDim.x * blockDim.y;
-    const int tiles_x = (dw - 1) / TILE_W + 1, tiles_y = (dh - 1) / TILE_H + 1;
-    for (int n = blockIdx.z; n < n_out; n += gridDim.z) {
-        Item<T> it = image_item<T>(n, src, src_ptrs, src_hw, src_strides, sh, sw, s_n, s_y, s_x,
-                                   s_c, src_index, mats, mat_step);
-        for (int j = 0; j < 6; ++j) it.mf[j] = (float)it.m[j];
-        const DenseU8 fast = dense_u8_image<true, CN>(it);
-        T* image_out = dst + (cp::i64)n * d_n;
-        for (int ty = blockIdx.y; ty < tiles_y; ty += gridDim.y) {
-            for (int tx = blockIdx.x; tx < tiles_x; tx += gridDim.x) {
-                const int tx0 = tx * TILE_W, ty0 = ty * TILE_H;
-                const int tx1 = min(dw, tx0 + TILE_W) - 1, ty1 = min(dh, ty0 + TILE_H) - 1;
-                const StagedWindow win = staged_window<CN>(it, tx0, tx1, ty0, ty1, kWords);
-                __syncthreads();  // the previous tile's reads of `stage` are done
-                stage_window<CN>(it, win, stage, tid, threads);
-                __syncthreads();
-                const int x0 = tx0 + threadIdx.x * PX, count = min(PX, dw - x0);
-                if (threadIdx.x * PX >= TILE_W || count <= 0) continue;
-                for (int y = ty0 + threadIdx.y; y <= ty1; y += blockDim.y) {
-                    unsigned u[PX][CN];
-                    if (count == PX && x0 + PX <= body_end) {
-                        // OpenCV's SIMD body: the row's coordinate terms once
-                        const float fy = (float)y;
-                        const float rx = __fadd_rn(__fmul_rn(fy, it.mf[1]), it.mf[2]);
-                        const float ry = __fadd_rn(__fmul_rn(fy, it.mf[4]), it.mf[5]);
-#pragma unroll
-                        for (int p = 0; p < PX; ++p) {
-                            const float fx = (float)(x0 + p);
-                            staged_u8_pixel<CN>(it, fast, win, stage, x0 + p, y,
-                                                __fmaf_rn(it.mf[0], fx, rx),
-                                                __fmaf_rn(it.mf[3], fx, ry), border, bval,
-                                                border_fill, body_end, u[p]);
-                        }
-                    } else {
-#pragma unroll
-                        for (int p = 0; p < PX; ++p) {
-                            if (p < count) {
-                                float sx, sy;
-                                float_coords<false>(it.mf, x0 + p, y, x0 + p < body_end, sx, sy);
-                                staged_u8_pixel<CN>(it, fast, win, stage, x0 + p, y, sx, sy,
-                                                    border, bval, border_fill, body_end, u[p]);
-                            }
-                        }
-                    }
-                    store_low_bytes<CN, PX>(image_out + (cp::i64)y * d_y + (cp::i64)x0 * CN,
-                                            count, u);
-                }
-            }
-        }
-    }
-}

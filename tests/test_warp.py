@@ -405,16 +405,6 @@ def edge_matrices(rng, h, w):
                               cv2.getRotationMatrix2D((w / 3, h / 2), -20.0, 0.6)])
 
 
-def dense_variant(interpolation, channels):
-    """The dense uint8 affine variant a warp takes under the current settings: the one that
-    stages source windows in shared memory for linear on 3 or 4 channels (when switched
-    on), else the dense one."""
-    if G._WARP_SHARED and interpolation == "linear" and channels in (3, 4):
-        return G._warp_shared_expr(channels)
-    return (f"cupyprep_warp_affine_{interpolation}<unsigned char, {channels}, true, "
-            f"{G._WARP_PIXELS_PER_THREAD}>")
-
-
 @pytest.fixture
 def warp_variants(monkeypatch):
     """The warp kernel name expressions launched during the test, in order."""
@@ -455,9 +445,7 @@ def check_batch(kernels, src, host, Ms, size, interpolation, border="constant", 
 def test_kernel_dense_uint8_row_edges(kernels, monkeypatch, warp_variants, interpolation,
                                       channels, pixels, block_x):
     """Tight (N, h, w, C) batches of every width 1..9 and 511 (odd heights), output widths
-    1..9 and 511 as well, one matrix per image; one-row and 2-D blocks (the shared-memory
-    variant off: test_kernel_shared_uint8_row_edges runs it on the same batches)."""
-    monkeypatch.setattr(G, "_WARP_SHARED", False)
+    1..9 and 511 as well, one matrix per image; one-row and 2-D blocks."""
     monkeypatch.setattr(G, "_WARP_PIXELS_PER_THREAD", pixels)
     monkeypatch.setattr(G, "_WARP_BLOCK_X", block_x)
     rng = np.random.default_rng(40 + channels)
@@ -471,63 +459,12 @@ def test_kernel_dense_uint8_row_edges(kernels, monkeypatch, warp_variants, inter
     assert set(warp_variants) == {dense}
 
 
-@pytest.mark.parametrize("shared_bytes", [24576, 256])
-@pytest.mark.parametrize("tile", [(32, 32, 2), (64, 16, 2), (8, 4, 1)])
-@pytest.mark.parametrize("channels", [3, 4])
-def test_kernel_shared_uint8_row_edges(kernels, monkeypatch, warp_variants, channels, tile,
-                                       shared_bytes):
-    """test_kernel_dense_uint8_row_edges's batches (linear) through the variant that stages
-    source windows in shared memory, at a few tile shapes and pixels per thread: tiles past
-    the image's edges, and a budget of 256 bytes, which only small windows fit (the other
-    tiles take the dense path)."""
-    tile_w, tile_h, pixels = tile
-    monkeypatch.setattr(G, "_WARP_TILE_W", tile_w)
-    monkeypatch.setattr(G, "_WARP_TILE_H", tile_h)
-    monkeypatch.setattr(G, "_WARP_PIXELS_PER_THREAD", pixels)
-    monkeypatch.setattr(G, "_WARP_SHARED_BYTES", shared_bytes)
-    rng = np.random.default_rng(40 + channels)
-    for w in DENSE_WIDTHS:
-        h = 3 if w > 100 else 2 * (w % 4) + 1
-        host = random_image(rng, (6, h, w, channels), np.uint8)
-        Ms = edge_matrices(rng, h, w)
-        for size in [(h, w), (h + 2, DENSE_WIDTHS[(w + 3) % len(DENSE_WIDTHS)])]:
-            check_batch(kernels, kernels.put(host), host, Ms, size, "linear", "constant", 9)
-    assert set(warp_variants) == {
-        f"cupyprep_warp_affine_linear_shared<unsigned char, {channels}, {pixels}, {tile_w}, "
-        f"{tile_h}, {shared_bytes}>"}
-
-
 @pytest.mark.parametrize("border", list(BORDERS))
 @pytest.mark.parametrize("channels", [3, 4])
-def test_kernel_shared_rotations_and_zooms(kernels, warp_variants, border, channels):
-    """Staged source windows: a batch of rotations at angles all around (scale 0.9, windows
-    that fit), zoom-ins, and zoom-outs whose windows do not fit the budget (those tiles take
-    the dense path), one matrix per image, every border, output sizes that end mid-tile."""
-    rng = np.random.default_rng(100 + channels)
-    h, w = 45, 77
-    angles = np.linspace(-170, 170, 8)
-    Ms = [cv2.getRotationMatrix2D(((w - 1) / 2, (h - 1) / 2), a, 0.9) for a in angles]
-    Ms += [cv2.getRotationMatrix2D((w / 3, h / 2), 25.0, 3.0),
-           cv2.getRotationMatrix2D((w / 2, h / 2), -60.0, 0.05),
-           cv2.getRotationMatrix2D((w / 2, h / 2), 10.0, 0.3),
-           np.array([[1.0, 0.0, 0.5], [0.0, 1.0, -0.5]])]
-    Ms = np.stack(Ms)
-    host = random_image(rng, (len(Ms), h, w, channels), np.uint8)
-    for size in [(h, w), (70, 33)]:
-        check_batch(kernels, kernels.put(host), host, Ms, size, "linear", border, 131)
-    assert set(warp_variants) == {G._warp_shared_expr(channels)}
-
-
-@pytest.mark.parametrize("shared", [True, False])
-@pytest.mark.parametrize("border", list(BORDERS))
-@pytest.mark.parametrize("channels", [3, 4])
-def test_kernel_dense_unaligned_sources(kernels, monkeypatch, warp_variants, border, channels,
-                                        shared):
+def test_kernel_dense_unaligned_sources(kernels, warp_variants, border, channels):
     """Sources whose rows start at every byte offset from a word: views into a flat buffer
     at offsets 1..3 (rows still dense), and windows of wider images (row strides that are
-    not multiples of 4 either), each ending exactly where the buffer ends; linear with and
-    without staging source windows in shared memory."""
-    monkeypatch.setattr(G, "_WARP_SHARED", shared)
+    not multiples of 4 either), each ending exactly where the buffer ends."""
     rng = np.random.default_rng(50 + channels)
     for w in (5, 7, 8, 511):
         h = 5 if w < 100 else 3
@@ -545,8 +482,7 @@ def test_kernel_dense_unaligned_sources(kernels, monkeypatch, warp_variants, bor
                         border, 200)
             check_batch(kernels, kernels.put(wide)[:, dy:, dx:], host, Ms, (h, w), "nearest",
                         border, 200)
-    assert set(warp_variants) == {dense_variant("linear", channels),
-                                  dense_variant("nearest", channels)}
+    assert {e.split("<")[1] for e in warp_variants} == {f"unsigned char, {channels}, true, {G._WARP_PIXELS_PER_THREAD}>"}
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])
@@ -572,7 +508,7 @@ def test_kernel_dense_output_views(kernels, warp_variants, channels):
         for out in views:
             check_batch(kernels, kernels.put(host), host, Ms, (h, w), "linear", "constant", 4,
                         out=out)
-    dense = dense_variant("linear", channels)
+    dense = f"cupyprep_warp_affine_linear<unsigned char, {channels}, true, {G._WARP_PIXELS_PER_THREAD}>"
     generic = f"cupyprep_warp_affine_linear<unsigned char, {channels}, false, 1>"
     assert warp_variants.count(dense) == 12
     assert warp_variants.count(generic) == len(warp_variants) - 12 > 0
@@ -596,13 +532,11 @@ def test_kernel_dense_other_types(kernels, warp_variants, dtype, interpolation):
     assert all(f", true, {G._WARP_PIXELS_PER_THREAD}>" in e for e in warp_variants)
 
 
-@pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("value", [0, 255])
 @pytest.mark.parametrize("channels", [3, 4])
 @pytest.mark.parametrize("interpolation", ["nearest", "linear"])
-def test_kernel_dense_uint8_halves_extremes_and_far_coordinates(kernels, monkeypatch,
-                                                                 warp_variants, interpolation,
-                                                                 channels, value, shared):
+def test_kernel_dense_uint8_halves_extremes_and_far_coordinates(kernels, warp_variants,
+                                                                 interpolation, channels, value):
     """The dense uint8 interior path converts through float bit patterns (bytes under a 2^23
     exponent, floor and rint by adding 2^23 or 1.5 * 2^23, cvRound by 1.5 * 2^23). Its
     edge cases against cv2: half-pixel shifts (fractions of exactly 0.5, so blends of
@@ -610,9 +544,7 @@ def test_kernel_dense_uint8_halves_extremes_and_far_coordinates(kernels, monkeyp
     ties on the coordinate itself), sources of only 0 and 255 (blends at the ends of the
     range, where rounding must not wrap) and of neighbours 0 / 1 and 254 / 255, the
     border value at both ends, and zoom-outs that send coordinates past 2^22 (and 2^24),
-    where the fast path must not be taken. Linear with and without staging source windows
-    in shared memory."""
-    monkeypatch.setattr(G, "_WARP_SHARED", shared)
+    where the fast path must not be taken."""
     rng = np.random.default_rng(90 + channels)
     h, w = 9, 37
     base = rng.integers(0, 2, (h, w, channels)).astype(np.uint8)
@@ -627,7 +559,8 @@ def test_kernel_dense_uint8_halves_extremes_and_far_coordinates(kernels, monkeyp
         batch = np.repeat(host, len(mats), axis=0)
         check_batch(kernels, kernels.put(batch), batch, np.stack(mats * len(host)), (h + 2, w + 3),
                     interpolation, border, value)
-    assert set(warp_variants) == {dense_variant(interpolation, channels)}
+    assert set(warp_variants) == {f"cupyprep_warp_affine_{interpolation}<unsigned char, "
+                                  f"{channels}, true, {G._WARP_PIXELS_PER_THREAD}>"}
 
 
 @pytest.mark.parametrize("dense", [True, False])
