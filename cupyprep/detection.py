@@ -183,24 +183,24 @@ def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
     # the reduce's state, zeroed by the gather: a ticket word, the grouped count, and two
     # words per chunk
     state = _scratch(call, (2 + 2 * B * cb,), np.uint64)[1]
-    ids = _scratch(call, (B, max_det), np.int64)
-    cls_out = _scratch(call, (B, max_det), np.int64) if want_classes else (None, None)
+    # kept ids (and their classes), -1 past each count: pre-filled by the gather, except
+    # where the final class-sorted step writes every slot
+    out_native, out = _scratch(call, (2 if want_classes else 1, B, max_det), np.int64)
+    ids = (out_native[0], out[0])
+    cls_out = (out_native[1], out[1]) if want_classes else (None, None)
     counts = _scratch(call, (B,), np.int64)
-    fill_ids = ids[1] if not grouped else None
-    n_fill = B * max_det if not grouped else 0
+    n_fill = 0 if grouped else out.size
     src = best_arr if best else class_src
     fn = _kernels.get_function("nms.cu", f"cupyprep_nms_gather<{_t(boxes.dtype)}, {cls_mode}, {key_type}>")
     launch_1d(fn, max(B * Kc, state.size, n_fill),
               (boxes, i64(b_strides[0]), i64(b_strides[1]), i64(b_strides[2]), keys, perm, src, i64(s_cls),
                i64(S), i32(C), i32(Kc), i64(B * Kc), sboxes, scls, sid, mcount, state, i64(state.size),
-               fill_ids, i64(n_fill)))
-    if cls_out[1] is not None:
-        cls_out[1].fill(-1)
+               out, i64(n_fill)))
     first = None
     if grouped:
         first = _scratch(call, (cb,), np.int32)[1]
         launch_1d(_kernels.get_function("nms.cu", "cupyprep_nms_first_chunk"), cb,
-                  (scls, i32(Kc), i32(cb), first))
+                  (scls, i32(cb), first))
     mask = _scratch(call, (B * 64 * (cb * (cb + 1) // 2),), np.uint64)[1]
     half = boxes.dtype == np.float16
     # best-class candidates carry a class for the output but suppress across classes

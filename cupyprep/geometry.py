@@ -340,6 +340,14 @@ def _points(name, pts, count=None):
     return a
 
 
+def _point_pairs(src, dst, count):
+    """``(src, dst, xp)`` for the exact-fit transforms: ``count`` points each, same shape."""
+    s, d = _points("src", src, count), _points("dst", dst, count)
+    if s.shape != d.shape:
+        raise ValueError(f"dst: expected the shape of src {s.shape}, got {d.shape}")
+    return s, d, _xp_of(s, d)
+
+
 def get_affine_transform(src, dst):
     """``cv2.getAffineTransform``: the (2, 3) matrix mapping 3 points ``src`` to ``dst``
     (each (3, 2) as x, y; or (N, 3, 2) for N matrices), float64, numpy or cupy.
@@ -348,10 +356,7 @@ def get_affine_transform(src, dst):
     -------
     >>> M = cupyprep.get_affine_transform(tri_src, tri_dst)              # doctest: +SKIP
     """
-    s, d = _points("src", src, 3), _points("dst", dst, 3)
-    xp = _xp_of(s, d)
-    if s.shape != d.shape:
-        raise ValueError(f"dst: expected the shape of src {s.shape}, got {d.shape}")
+    s, d, xp = _point_pairs(src, dst, 3)
     a = xp.concatenate([s, xp.ones(s.shape[:-1] + (1,))], axis=-1)  # rows [x, y, 1]
     det = xp.linalg.det(a)
     if bool(xp.any(xp.abs(det) < 1e-12)):
@@ -367,10 +372,7 @@ def get_perspective_transform(src, dst):
     -------
     >>> H = cupyprep.get_perspective_transform(quad, corners)            # doctest: +SKIP
     """
-    s, d = _points("src", src, 4), _points("dst", dst, 4)
-    xp = _xp_of(s, d)
-    if s.shape != d.shape:
-        raise ValueError(f"dst: expected the shape of src {s.shape}, got {d.shape}")
+    s, d, xp = _point_pairs(src, dst, 4)
     x, y, u, v = s[..., 0], s[..., 1], d[..., 0], d[..., 1]
     one, zero = xp.ones_like(x), xp.zeros_like(x)
     rows_u = xp.stack([x, y, one, zero, zero, zero, -x * u, -y * u], axis=-1)

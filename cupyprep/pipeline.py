@@ -366,24 +366,22 @@ class _Pipeline:
             except _Stopped:
                 pass
 
-    def _put(self, item):
+    def _until_stopped(self, attempt, busy):
+        """``attempt()`` (which gives up after _POLL_S with ``busy``) until it succeeds or
+        the Loader stops."""
         while True:
             if self.stop.is_set():
                 raise _Stopped
             try:
-                self.queue.put(item, timeout=_POLL_S)
-                return
-            except queue.Full:
+                return attempt()
+            except busy:
                 continue
 
+    def _put(self, item):
+        self._until_stopped(lambda: self.queue.put(item, timeout=_POLL_S), queue.Full)
+
     def _wait(self, future):
-        while True:
-            if self.stop.is_set():
-                raise _Stopped
-            try:
-                return future.result(timeout=_POLL_S)
-            except concurrent.futures.TimeoutError:
-                continue
+        return self._until_stopped(lambda: future.result(timeout=_POLL_S), concurrent.futures.TimeoutError)
 
     def _submit(self, sample):
         if self.decode is None and not sample.lazy_index and isinstance(sample.value, np.ndarray):

@@ -231,10 +231,10 @@ __global__ void cupyprep_nms_gather(const TB* __restrict__ boxes, cp::i64 s_b, c
     }
 }
 
-// Class-sorted order (one segment of Kc rows, classes contiguous by the low 32 bits of
+// Class-sorted order (one segment, classes contiguous by the low 32 bits of
 // scls): first[rb] = the chunk holding the first row of row 64 rb's class run. Rows of
 // chunk rb can only be suppressed by rows of chunks first[rb] .. rb.
-__global__ void cupyprep_nms_first_chunk(const long long* __restrict__ scls, int Kc, int cb,
+__global__ void cupyprep_nms_first_chunk(const long long* __restrict__ scls, int cb,
                                          int* __restrict__ first) {
     const int stride = blockDim.x * gridDim.x;
     for (int rb = blockIdx.x * blockDim.x + threadIdx.x; rb < cb; rb += stride) {
@@ -248,7 +248,6 @@ __global__ void cupyprep_nms_first_chunk(const long long* __restrict__ scls, int
                 hi = mid;
         }
         first[rb] = lo >> 6;
-        (void)Kc;
     }
 }
 

@@ -41,7 +41,8 @@
 //
 // Border (runtime `border`, reached only by taps outside the image): 0 constant,
 // 1 replicate, 2 reflect, 3 reflect101, 4 wrap; constant taps take bval[c].
-#include "common.cuh"
+// common.cuh, and the cubic weights resize uses
+#include "sampling.cuh"
 
 namespace {
 
@@ -213,41 +214,10 @@ __device__ __forceinline__ void tap(const Item<T>& it, int ix, int iy, int borde
     for (int c = 0; c < CN; ++c) p[c] = load_float(q + c * s_c);
 }
 
-// uint8, 3 or 4 channels, dense: taps ix and ix + 1 of one row (2 * CN bytes) from the
-// aligned 32-bit words that cover them, 2 or 3 loads instead of 2 * CN. Taken only where
-// those words lie within the row's own bytes [row, row + w * CN), so nothing outside the
-// image is read; returns false (the caller loads bytes) elsewhere.
-template <int CN>
-__device__ __forceinline__ bool row_pair_words(const unsigned char* row, int ix, int w,
-                                               float (&a)[CN], float (&b)[CN]) {
-    // byte offsets from the row start: tap ix at `at`, the first covering word at `first`
-    const cp::i64 at = (cp::i64)ix * CN;
-    const unsigned o = (unsigned)(((unsigned long long)row + (unsigned long long)at) & 3u);
-    const cp::i64 first = at - o;
-    const bool third = o + 2 * CN > 8;
-    if (first < 0 || first + (third ? 12 : 8) > (cp::i64)w * CN) return false;
-    const unsigned* words = reinterpret_cast<const unsigned*>(row + first);
-    const unsigned w0 = __ldg(words), w1 = __ldg(words + 1), w2 = third ? __ldg(words + 2) : 0u;
-    // bytes o .. o + 7 of the window, in memory order (selector nibbles o, o+1, o+2, o+3)
-    const unsigned sel = 0x3210u + 0x1111u * o;
-    const unsigned lo = __byte_perm(w0, w1, sel), hi = __byte_perm(w1, w2, sel);
-#pragma unroll
-    for (int c = 0; c < CN; ++c) {
-        const int k = CN + c;
-        a[c] = (float)(((c < 4 ? lo : hi) >> (8 * (c & 3))) & 0xffu);
-        b[c] = (float)(((k < 4 ? lo : hi) >> (8 * (k & 3))) & 0xffu);
-    }
-    return true;
-}
-
 // Taps ix and ix + 1 of one source row, both inside the image.
 template <typename T, int CN, bool DENSE>
 __device__ __forceinline__ void row_pair(const Item<T>& it, const T* row, int ix,
                                          float (&a)[CN], float (&b)[CN]) {
-    if constexpr (DENSE && sizeof(T) == 1 && (CN == 3 || CN == 4)) {
-        if (row_pair_words<CN>(reinterpret_cast<const unsigned char*>(row), ix, it.w, a, b))
-            return;
-    }
     const cp::i64 s_x = pixel_step<DENSE, CN>(it), s_c = channel_step<DENSE>(it);
     const T* q = row + (cp::i64)ix * s_x;
 #pragma unroll
@@ -644,17 +614,6 @@ __device__ __forceinline__ void warp_linear_fixed(const Item<T>& it, cp::i64 d_c
     }
 }
 
-// Keys' cubic (A = -0.75) weights at fraction t, in OpenCV's interpolateCubic form
-// (float32; the last weight is 1 minus the others).
-__device__ __forceinline__ void cubic_weights(float t, float (&w)[4]) {
-    const float x1 = __fadd_rn(t, 1.f), u = __fsub_rn(1.f, t);
-    w[0] = __fadd_rn(
-        __fmul_rn(__fsub_rn(__fmul_rn(__fadd_rn(__fmul_rn(-0.75f, x1), 3.75f), x1), 6.f), x1), 3.f);
-    w[1] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(__fmul_rn(1.25f, t), 2.25f), t), t), 1.f);
-    w[2] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(__fmul_rn(1.25f, u), 2.25f), u), u), 1.f);
-    w[3] = __fsub_rn(__fsub_rn(__fsub_rn(1.f, w[0]), w[1]), w[2]);
-}
-
 // Cubic: OpenCV 5 samples Keys' kernel at the unquantized float32 coordinate (its float
 // warp coordinates, as nearest / linear); taps outside follow the border, and with a
 // constant border a pixel whose 4x4 window lies wholly outside is the border value. The
@@ -677,8 +636,8 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
         return;
     }
     float wx[4], wy[4];
-    cubic_weights(__fsub_rn(sx, (float)ix), wx);
-    cubic_weights(__fsub_rn(sy, (float)iy), wy);
+    cp::cubic_weights(__fsub_rn(sx, (float)ix), wx);  // resize's weights (sampling.cuh)
+    cp::cubic_weights(__fsub_rn(sy, (float)iy), wy);
     float acc[CN];
 #pragma unroll
     for (int c = 0; c < CN; ++c) acc[c] = 0.f;
