@@ -373,12 +373,16 @@ __device__ __forceinline__ DenseU8 dense_u8_image(const Item<unsigned char>& it)
     return d;
 }
 
-// The bytes [o, o + 8) of the aligned words covering `p` (o = p's offset in its word), as
-// two words.
+// The bytes [o, o + USED) of the aligned words covering `p` (o = p's offset in its word),
+// as the low bytes of two words (USED <= 8).
+template <int USED>
 __device__ __forceinline__ void window8(const unsigned char* p, unsigned& lo, unsigned& hi) {
     const unsigned long long a = (unsigned long long)p;
     const unsigned* w = reinterpret_cast<const unsigned*>(a & ~3ull);
-    const unsigned w0 = __ldg(w), w1 = __ldg(w + 1), w2 = __ldg(w + 2);
+    const unsigned w0 = __ldg(w), w1 = __ldg(w + 1);
+    // the third word only where the bytes used reach it (a predicated load: lanes that
+    // skip it touch no cache sector); the window's bytes past USED are then zero
+    const unsigned w2 = (unsigned)(a & 3u) + USED > 8u ? __ldg(w + 2) : 0u;
     const unsigned shift = (unsigned)a << 3;  // funnel shifts take it modulo 32
     lo = __funnelshift_r(w0, w1, shift);
     hi = __funnelshift_r(w1, w2, shift);
@@ -405,8 +409,8 @@ __device__ __forceinline__ void linear_fast(const DenseU8& d, float sx, float sy
     const unsigned off = __float_as_uint(ty) * d.s_y32 + __float_as_uint(tx) * CN + d.bias;
     const unsigned char* r0 = d.img + (int)off;
     unsigned lo0, hi0, lo1, hi1;
-    window8(r0, lo0, hi0);
-    window8(r0 + d.s_y, lo1, hi1);
+    window8<2 * CN>(r0, lo0, hi0);
+    window8<2 * CN>(r0 + d.s_y, lo1, hi1);
 #pragma unroll
     for (int c = 0; c < CN; ++c) {
         const float q00 = biased(lo0, hi0, c), q01 = biased(lo0, hi0, CN + c);
@@ -488,19 +492,24 @@ __device__ __forceinline__ void dense_u8_pixels(const Item<unsigned char>& it, c
     }
 }
 
-// store_pixels for values in low bytes: whole 32-bit words where all PX pixels are there,
-// their bytes divide into words and `out` is aligned; bytes otherwise.
+// store_pixels for values in low bytes: whole 32- or 16-bit words where all PX pixels are
+// there, their bytes divide into words and `out` is aligned; bytes otherwise.
 template <int CN, int PX>
 __device__ __forceinline__ void store_low_bytes(unsigned char* out, int count,
                                                 const unsigned (&v)[PX][CN]) {
-    if constexpr ((PX * CN) % 4 == 0) {
-        if (count == PX && ((unsigned long long)out & 3u) == 0) {
+    if constexpr ((PX * CN) % 2 == 0) {
+        constexpr int kWord = (PX * CN) % 4 == 0 ? 4 : 2;
+        if (count == PX && ((unsigned long long)out & (kWord - 1)) == 0) {
 #pragma unroll
-            for (int k = 0; k < PX * CN / 4; ++k) {
-                const int e = 4 * k;
+            for (int k = 0; k < PX * CN / kWord; ++k) {
+                const int e = kWord * k;
                 const unsigned b01 = __byte_perm(v[e / CN][e % CN], v[(e + 1) / CN][(e + 1) % CN], 0x0040u);
-                const unsigned b23 = __byte_perm(v[(e + 2) / CN][(e + 2) % CN], v[(e + 3) / CN][(e + 3) % CN], 0x0040u);
-                reinterpret_cast<unsigned*>(out)[k] = __byte_perm(b01, b23, 0x5410u);
+                if constexpr (kWord == 2) {
+                    reinterpret_cast<unsigned short*>(out)[k] = (unsigned short)b01;
+                } else {
+                    const unsigned b23 = __byte_perm(v[(e + 2) / CN][(e + 2) % CN], v[(e + 3) / CN][(e + 3) % CN], 0x0040u);
+                    reinterpret_cast<unsigned*>(out)[k] = __byte_perm(b01, b23, 0x5410u);
+                }
             }
             return;
         }
