@@ -738,14 +738,14 @@ _WARP_ROWS_PER_THREAD = 4
 # Nearest / linear on dense pixels: output pixels one thread makes side by side in a row
 # (for uint8, 4 pixels of 1, 3 or 4 channels are whole 32-bit words), and whether the
 # dense variants are used at all (False: always the generic strided kernel).
-_WARP_PIXELS_PER_THREAD = 2
+_WARP_PIXELS_PER_THREAD = 4
 _WARP_DENSE = True
 # Dense variants: threads of a block along x, the rest of its _BLOCK_3D along y. A warp is
-# then a tile of _WARP_BLOCK_X pixel groups by 32 / _WARP_BLOCK_X rows (16: 32 x 2 pixels
-# at 2 per thread). For a rotation a squarer tile's taps lie in fewer source rows than a
+# then a tile of _WARP_BLOCK_X pixel groups by 32 / _WARP_BLOCK_X rows (8: 32 x 4 pixels
+# at 4 per thread). For a rotation a squarer tile's taps lie in fewer source rows than a
 # one-row strip's (fewer cache sectors per load instruction); for a translation a wider
-# one's do. The generic kernel keeps one-row warps.
-_WARP_BLOCK_X = 16
+# one's do (benchmarks/NOTES.md has the sweep). The generic kernel keeps one-row warps.
+_WARP_BLOCK_X = 8
 
 
 def _host(a):

@@ -485,6 +485,36 @@ def test_kernel_dense_unaligned_sources(kernels, warp_variants, border, channels
     assert {e.split("<")[1] for e in warp_variants} == {f"unsigned char, {channels}, true, {G._WARP_PIXELS_PER_THREAD}>"}
 
 
+@pytest.mark.parametrize("block_x", [16, 4])
+@pytest.mark.parametrize("channels", [3, 4])
+def test_kernel_dense_uint8_tall_interiors(kernels, monkeypatch, warp_variants, channels,
+                                           block_x):
+    """Outputs taller than a block's rows, so whole warps take the interior path (word
+    loads of the taps, the third word only where a pixel's taps reach it) next to warps at
+    a border, outside a zoomed-out image or at the output's last rows: tight sources,
+    sources one byte off a word, and windows of wider images (row strides not a multiple
+    of 4)."""
+    monkeypatch.setattr(G, "_WARP_BLOCK_X", block_x)
+    rng = np.random.default_rng(90 + channels)
+    tile = G._WARP_ROWS_PER_THREAD * (G._BLOCK_3D // block_x)  # output rows of a block
+    h, w = tile + 9, 45
+    Ms = edge_matrices(rng, h, w)
+    n = len(Ms)
+    host = random_image(rng, (n, h, w, channels), np.uint8)
+    flat = random_image(rng, (1 + host.size,), np.uint8)
+    shifted = flat[1:].reshape(host.shape)
+    wide = random_image(rng, (n, h + 1, w + 1, channels), np.uint8)
+    sources = [(kernels.put(host), host),
+               (kernels.put(flat)[1:].reshape(host.shape), shifted),
+               (kernels.put(wide)[:, 1:, 1:], wide[:, 1:, 1:])]
+    for src, ref in sources:
+        for size in [(h, w), (2 * tile + 3, w + 6)]:
+            check_batch(kernels, src, ref, Ms, size, "linear", "constant", 9)
+        check_batch(kernels, src, ref, Ms, (h, w), "linear", "reflect101")
+    assert set(warp_variants) == {f"cupyprep_warp_affine_linear<unsigned char, {channels}, "
+                                  f"true, {G._WARP_PIXELS_PER_THREAD}>"}
+
+
 @pytest.mark.parametrize("channels", [1, 3, 4])
 def test_kernel_dense_output_views(kernels, warp_variants, channels):
     """``out=`` views: a window of a wider buffer (dense pixels, rows that start off a word:
