@@ -9,6 +9,8 @@ torch CUDA inputs run the kernels, with OpenCV's semantics.
 """
 from __future__ import annotations
 
+import numbers
+
 from . import _arrays
 from .color import swap_rb as _swap_rb
 from .color import to_gray as _to_gray
@@ -128,13 +130,11 @@ def _warp_call(src, M, dsize, dst, flags, borderMode, borderValue, perspective):
     if len(shape) not in (2, 3):
         raise ValueError(f"src: expected a 2-D or 3-D image, got {_arrays.describe(src)}")
     c = shape[2] if len(shape) == 3 else 1
+    # OpenCV's Scalar: a number v is (v, 0, 0, 0), a sequence is padded with zeros
     if borderValue is None:
-        value = 0.0
-    elif isinstance(borderValue, (int, float)):
-        value = float(borderValue)
-    else:
-        value = tuple(float(v) for v in list(borderValue)[:4])
-        value = (value + (0.0,) * 4)[:c]
+        borderValue = 0.0
+    values = (borderValue,) if isinstance(borderValue, numbers.Real) else list(borderValue)[:4]
+    value = (tuple(float(v) for v in values) + (0.0,) * 4)[:c]
     return _warp(src, M, (dsize[1], dsize[0]), _WARP_INTERPOLATION[interp], _BORDER[borderMode],
                  value, bool(flags & WARP_INVERSE_MAP), dst, perspective)
 

@@ -636,3 +636,16 @@ def test_cv2compat_warps_match_cv2():
                 cv2.warpPerspective(img, H, (30, 18), flags=flags, borderMode=border))
     assert cv2compat.WARP_INVERSE_MAP == cv2.WARP_INVERSE_MAP
     assert cv2compat.BORDER_REFLECT_101 == cv2.BORDER_REFLECT_101 and cv2compat.BORDER_WRAP == cv2.BORDER_WRAP
+
+
+@pytest.mark.parametrize("value", [255, 9.5, (4,), [1, 2]])
+def test_cv2compat_border_value_is_a_scalar_like_cv2(value):
+    """cv2 makes borderValue an OpenCV Scalar: a number v is (v, 0, 0, 0), so it sets only
+    the first channel's border."""
+    from cupyprep import cv2compat
+
+    img = random_image(np.random.default_rng(31), (6, 7, 3), np.uint8)
+    M = np.float32([[1, 0, 3.5], [0, 1, -2.25]])
+    for src in (img, img[..., 0]):
+        np.testing.assert_array_equal(cv2compat.warpAffine(src, M, (9, 8), borderValue=value),
+                                      cv2.warpAffine(src, M, (9, 8), borderValue=value))
