@@ -16,6 +16,7 @@ kernel path with NumPy standing in for device memory.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import threading
 
@@ -126,6 +127,18 @@ def _is_cupy(x) -> bool:
 def _is_torch(x) -> bool:
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(x, torch.Tensor)
+
+
+def to_host(x) -> np.ndarray:
+    """An array of any supported kind as NumPy (a device-to-host copy for cupy and CUDA
+    tensors; NumPy arrays as they are)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if _is_torch(x):
+        return x.detach().cpu().numpy()
+    if _is_cupy(x):
+        return x.get()
+    return np.asarray(x)
 
 
 def describe(x) -> str:
@@ -274,6 +287,13 @@ def _torch_dtype(dtype):
     return _TORCH_DTYPES()[np.dtype(dtype)]
 
 
+@functools.lru_cache(maxsize=None)
+def _NUMPY_DTYPES():
+    """torch dtype -> NumPy dtype (the inverse of _TORCH_DTYPES)."""
+    return {v: k for k, v in _TORCH_DTYPES().items()}
+
+
+@functools.lru_cache(maxsize=None)
 def _TORCH_DTYPES():
     import torch
 
@@ -325,12 +345,11 @@ class TensorView:
             self.id = index
 
     def __init__(self, tensor):
-        import torch
 
         self.tensor = tensor
         self.shape = tuple(tensor.shape)
         self.ndim = tensor.dim()
-        numpy_dtypes = {v: k for k, v in _TORCH_DTYPES().items()}
+        numpy_dtypes = _NUMPY_DTYPES()
         if tensor.dtype not in numpy_dtypes:
             raise TypeError(f"images: dtype {tensor.dtype} is not supported, got {describe(tensor)}")
         self.dtype = numpy_dtypes[tensor.dtype]

@@ -94,25 +94,12 @@ def _check_boxes(name, arr, ndim=2):
     return _validate.dtype_in(name, arr, BOX_DTYPES)
 
 
-def _threshold(name, value):
-    return _validate.number(name, value)
-
-
 def _positive_int(name, value, allow_none=False):
     if value is None and allow_none:
         return None
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
         raise ValueError(f"{name}: expected a positive int{' or None' if allow_none else ''}, got {value!r}")
     return int(value)
-
-
-def _to_host(x):
-    """A small device result as NumPy (the one synchronizing read)."""
-    if isinstance(x, np.ndarray):
-        return x
-    if _arrays._is_torch(x):
-        return x.cpu().numpy()
-    return x.get()
 
 
 def _to_numpy_like(call, array):
@@ -224,26 +211,27 @@ def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
     return ids, cls_out, counts
 
 
-def _finish(call, ids, counts, return_count):
+def _finish(ids, counts, return_count):
     """``(ids (1, N), counts (1,))`` -> the kept indices, or the sync-free pair."""
     ids_native, _ = ids
     counts_native, counts_view = counts
     if return_count:
         return ids_native[0], counts_native[0]
-    k = int(_to_host(counts_view)[0])  # the one 8-byte device-to-host read
+    k = int(_arrays.to_host(counts_view)[0])  # the one 8-byte device-to-host read
     return ids_native[0, :k]
 
 
-def _empty_result(call, n, return_count):
+def _empty_result(call, return_count):
+    """nms of no boxes: empty indices, or the sync-free pair (empty, count 0)."""
     if call.kind == "torch":
         import torch
 
         dev = call.tensor.device
-        idx = torch.full((n,), -1, dtype=torch.int64, device=dev)
-        cnt = torch.zeros((), dtype=torch.int64, device=dev)
-        return (idx, cnt) if return_count else idx[:0]
+        idx = torch.empty((0,), dtype=torch.int64, device=dev)
+        return (idx, torch.zeros((), dtype=torch.int64, device=dev)) if return_count else idx
     xp = call.xp
-    return (xp.full((n,), -1, np.int64), xp.zeros((), np.int64)) if return_count else xp.empty((0,), np.int64)
+    idx = xp.empty((0,), np.int64)
+    return (idx, xp.zeros((), np.int64)) if return_count else idx
 
 
 def _cpu_count_form(call, keep, n, return_count):
@@ -339,14 +327,14 @@ def _nms_call(boxes, scores, idxs, iou_threshold, return_count):
         _validate.dtype_in("idxs", cls, _INT_DTYPES)
         if cls.shape != (n,):
             raise ValueError(f"idxs: expected shape ({n},) like boxes, got {_arrays.describe(cls)}")
-    thr = _threshold("iou_threshold", iou_threshold)
+    thr = _validate.number("iou_threshold", iou_threshold)
     if n >= 2**31:
         raise ValueError(f"boxes: expected fewer than 2**31 boxes, got {n}")
     if not call.device:
         keep = cpu.nms(b, s, thr, None if cls is None else np.asarray(cls))
         return _cpu_count_form(call, keep, n, return_count)
     if n == 0:
-        return _empty_result(call, 0, return_count)
+        return _empty_result(call, return_count)
     with call.launch():
         bs = _arrays.element_strides(b, "boxes")
         ss = _arrays.element_strides(s, "scores")
@@ -360,8 +348,7 @@ def _nms_call(boxes, scores, idxs, iou_threshold, return_count):
             call, b, (0, bs[0], bs[1]), s, (0, ss[0], 0), 1, n, 1, iou_threshold=thr,
             score_threshold=None, top_k=None, max_det=n, cls_mode=cls_mode, class_src=cls,
             s_cls=s_cls, grouped=cls is not None and n > _GROUPED_MIN_BOXES)
-        ids = (ids[0], ids[1])
-        return _finish(call, ids, counts, return_count)
+        return _finish(ids, counts, return_count)
 
 
 # --- batched multiclass NMS ----------------------------------------------------------------------------
@@ -394,7 +381,7 @@ class Detections(NamedTuple):
     def flatten(self):
         """The valid detections of every image concatenated, image by image (one read of
         ``counts`` from the device)."""
-        counts = _to_host(self.counts).astype(np.int64)
+        counts = _arrays.to_host(self.counts).astype(np.int64)
         B, D = self.classes.shape[:2]
         sel = (np.arange(D)[None, :] < counts[:, None]).reshape(-1)
         image = np.repeat(np.arange(B, dtype=np.int64), counts)
@@ -485,8 +472,8 @@ def multiclass_nms(boxes, scores, *, iou_threshold=0.5, score_threshold=None, to
     C = s.shape[2]
     if C == 0:
         raise ValueError(f"scores: expected at least one class, got {_arrays.describe(scores)}")
-    thr = _threshold("iou_threshold", iou_threshold)
-    sthr = None if score_threshold is None else _threshold("score_threshold", score_threshold)
+    thr = _validate.number("iou_threshold", iou_threshold)
+    sthr = None if score_threshold is None else _validate.number("score_threshold", score_threshold)
     top_k = _positive_int("top_k", top_k, allow_none=True)
     D = _positive_int("max_detections", max_detections)
     agnostic = bool(class_agnostic)
@@ -521,7 +508,7 @@ def multiclass_nms(boxes, scores, *, iou_threshold=0.5, score_threshold=None, to
         fn = _kernels.get_function("nms.cu", f"cupyprep_nms_emit<{_t(b.dtype)}, {_t(s.dtype)}>")
         i64 = np.int64
         launch_1d(fn, B * D, (b, i64(bs[0]), i64(bs[1]), i64(bs[2]), s, i64(ss[0]), i64(ss[1]),
-                              i64(ss[2]), ids[1], cls_out[1], np.int32(per_box if cls_mode == _CLS_PER_CANDIDATE else 1),
+                              i64(ss[2]), ids[1], cls_out[1], np.int32(per_box),
                               np.int32(D), i64(B * D), out_b[1], out_s[1], out_i[1]))
         return Detections(counts[0], out_b[0], out_s[0], cls_out[0], out_i[0])
 
@@ -564,20 +551,20 @@ def box_convert(boxes, in_fmt, out_fmt):
     in_fmt = _validate.choice("in_fmt", in_fmt, BOX_FORMATS)
     out_fmt = _validate.choice("out_fmt", out_fmt, BOX_FORMATS)
     call, arr = _box_arg("boxes", boxes)
-    return _generic(call, lambda xp, a: cpu.box_convert(a, in_fmt, out_fmt, xp=xp),
-                    lambda a: cpu.box_convert(a, in_fmt, out_fmt), arr)
+    return _generic(call, lambda xp, a: cpu.box_convert(a, in_fmt, out_fmt, xp=xp), arr)
 
 
-def _generic(call, gpu_fn, cpu_fn, *arrays):
-    """Element-wise box math: the NumPy backend on the CPU side; on the GPU side the same
-    expression on CuPy arrays, on the caller's stream (torch CUDA tensors are viewed as
-    CuPy and the result handed back through DLPack, without copies)."""
+def _generic(call, fn, *arrays):
+    """Element-wise box math ``fn(xp, *arrays)`` (the CPU backend's function, given the
+    array module): NumPy on the CPU side; on the GPU side the same expression on CuPy
+    arrays, on the caller's stream (torch CUDA tensors are viewed as CuPy and the result
+    handed back through DLPack, without copies)."""
     if not call.device or call.kind == "numpy":
-        return call.result(np.ascontiguousarray(cpu_fn(*(np.asarray(a) for a in arrays))))
+        return call.result(np.ascontiguousarray(fn(np, *(np.asarray(a) for a in arrays))))
     import cupy
 
     with call.launch():
-        res = gpu_fn(cupy, *arrays)
+        res = fn(cupy, *arrays)
         if call.kind == "torch":
             import torch
 
@@ -598,11 +585,7 @@ def clip_boxes(boxes, size):
     H, W = _validate.size_hw("size", size)
     call, arr = _box_arg("boxes", boxes)
 
-    def gpu(xp, b):
-        hi = xp.asarray(np.array([W, H, W, H], b.dtype))
-        return xp.minimum(xp.maximum(b, b.dtype.type(0)), hi)
-
-    return _generic(call, gpu, lambda b: cpu.clip_boxes(b, (H, W)), arr)
+    return _generic(call, lambda xp, b: cpu.clip_boxes(b, (H, W), xp=xp), arr)
 
 
 def box_iou(boxes1, boxes2):
@@ -626,17 +609,7 @@ def box_iou(boxes1, boxes2):
             raise ValueError(f"{name}: expected shape (N, 4), got {_arrays.describe(arr)}")
         _validate.dtype_in(name, arr, BOX_DTYPES)
 
-    def gpu(xp, p, q):
-        p = p.astype(np.float32)
-        q = q.astype(np.float32)
-        area_p = (p[:, 2] - p[:, 0]) * (p[:, 3] - p[:, 1])
-        area_q = (q[:, 2] - q[:, 0]) * (q[:, 3] - q[:, 1])
-        w = xp.fmax(xp.fmin(p[:, None, 2], q[None, :, 2]) - xp.fmax(p[:, None, 0], q[None, :, 0]), np.float32(0))
-        h = xp.fmax(xp.fmin(p[:, None, 3], q[None, :, 3]) - xp.fmax(p[:, None, 1], q[None, :, 1]), np.float32(0))
-        inter = w * h
-        return inter / ((area_p[:, None] + area_q[None, :]) - inter)
-
-    return _generic(call, gpu, cpu.box_iou, a, b)
+    return _generic(call, lambda xp, p, q: cpu.box_iou(p, q, xp=xp), a, b)
 
 
 # --- decoders --------------------------------------------------------------------------------------
@@ -683,8 +656,8 @@ def prior_boxes(image_size, min_sizes, steps, clip=False):
     return pri.astype(np.float32)
 
 
-def _priors_for(call, priors, n):
-    p = np.asarray(_to_host(priors) if not isinstance(priors, np.ndarray) else priors, np.float32)
+def _priors_for(priors, n):
+    p = np.asarray(_arrays.to_host(priors), np.float32)
     if p.ndim != 2 or p.shape != (n, 4):
         raise ValueError(f"priors: expected shape ({n}, 4), got {_arrays.describe(priors)}")
     return p
@@ -725,21 +698,9 @@ def decode_boxes(loc, priors, variances=(0.1, 0.2)):
     """
     call, arr = _head_arg("loc", loc, lambda k: k == 4, "(..., P, 4)")
     v = _variances(variances)
-    p = _priors_for(call, priors, arr.shape[-2])
+    p = _priors_for(priors, arr.shape[-2])
 
-    def gpu(xp, l):
-        pp = xp.asarray(p)
-        l = l.astype(np.float32)
-        v0, v1 = np.float32(v[0]), np.float32(v[1])
-        cx = pp[:, 0] + (l[..., 0] * v0) * pp[:, 2]
-        cy = pp[:, 1] + (l[..., 1] * v0) * pp[:, 3]
-        w = pp[:, 2] * xp.exp(l[..., 2] * v1)
-        h = pp[:, 3] * xp.exp(l[..., 3] * v1)
-        x1 = cx - w / np.float32(2)
-        y1 = cy - h / np.float32(2)
-        return xp.stack([x1, y1, x1 + w, y1 + h], axis=-1)
-
-    return _generic(call, gpu, lambda l: cpu.decode_anchors(l, p, v), arr)
+    return _generic(call, lambda xp, l: cpu.decode_anchors(l, p, v, xp=xp), arr)
 
 
 def decode_landmarks(pre, priors, variances=(0.1, 0.2)):
@@ -752,14 +713,9 @@ def decode_landmarks(pre, priors, variances=(0.1, 0.2)):
     """
     call, arr = _head_arg("pre", pre, lambda k: k > 0 and k % 2 == 0, "(..., P, 2L)")
     v = _variances(variances)
-    p = _priors_for(call, priors, arr.shape[-2])
+    p = _priors_for(priors, arr.shape[-2])
 
-    def gpu(xp, l):
-        pp = xp.asarray(p)
-        pts = l.astype(np.float32).reshape(l.shape[:-1] + (-1, 2))
-        return pp[:, None, :2] + (pts * np.float32(v[0])) * pp[:, None, 2:]
-
-    return _generic(call, gpu, lambda l: cpu.decode_landmarks(l, p, v), arr)
+    return _generic(call, lambda xp, l: cpu.decode_landmarks(l, p, v, xp=xp), arr)
 
 
 def encode_boxes(boxes, priors, variances=(0.1, 0.2)):
@@ -794,11 +750,7 @@ def decode_yolo(pred, *, objectness=True):
     import cupy
 
     with call.launch():
-        x = arr.astype(np.float32)
-        cx, cy, w, h = x[..., 0], x[..., 1], x[..., 2], x[..., 3]
-        hw, hh = w * np.float32(0.5), h * np.float32(0.5)
-        bx = cupy.stack([cx - hw, cy - hh, cx + hw, cy + hh], axis=-1)
-        sc = x[..., 5:] * x[..., 4:5] if objectness else cupy.ascontiguousarray(x[..., 4:])
+        bx, sc = cpu.decode_yolo(arr, objectness, xp=cupy)
         if call.kind == "torch":
             import torch
 
@@ -807,7 +759,7 @@ def decode_yolo(pred, *, objectness=True):
 
 
 # --- roi_align -------------------------------------------------------------------------------------
-def _rois_table(call, rois, dtype):
+def _rois_table(call, rois):
     """rois as (K, 5) float32 rows (image, x1, y1, x2, y2) on the features' side."""
     if isinstance(rois, (list, tuple)):
         parts = []
@@ -875,7 +827,7 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
     scale = _validate.number("spatial_scale", spatial_scale)
     if not isinstance(sampling_ratio, numbers.Integral) or isinstance(sampling_ratio, bool):
         raise TypeError(f"sampling_ratio: expected an int, got {sampling_ratio!r}")
-    table = _rois_table(call, rois, dtype)
+    table = _rois_table(call, rois)
     N, C, H, W = f.shape
     K = table.shape[0]
     if not call.device:

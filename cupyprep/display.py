@@ -47,16 +47,6 @@ class Picture:
         return f"Picture({self.shape[1]}x{self.shape[0]} RGB)"
 
 
-def _host(x):
-    if isinstance(x, np.ndarray):
-        return x
-    if _arrays._is_torch(x):
-        return x.detach().cpu().numpy()
-    if _arrays._is_cupy(x):
-        return x.get()
-    return np.asarray(x)
-
-
 def _draw_box(img, box, color, width=2):
     h, w = img.shape[:2]
     x0, y0, x1, y1 = (int(round(v)) for v in box)
@@ -98,7 +88,9 @@ def show(batch, boxes=None, *, mean=None, std=None, scale=1 / 255, layout="NCHW"
     >>> batch, meta = cupyprep.preprocess(frames, (640, 640))          # doctest: +SKIP
     >>> plt.imshow(cupyprep.show(batch))                                # doctest: +SKIP
     """
-    x = _host(batch).astype(np.float64)
+    if getattr(batch, "ndim", 0) == 4:
+        batch = batch[:max(max_images, 0)]  # only those shown are copied to the host
+    x = _arrays.to_host(batch).astype(np.float64)
     if layout not in ("NCHW", "NHWC"):
         raise ValueError(f"layout: expected 'NCHW' or 'NHWC', got {layout!r}")
     if channels not in ("rgb", "bgr"):
@@ -130,7 +122,7 @@ def show(batch, boxes=None, *, mean=None, std=None, scale=1 / 255, layout="NCHW"
     for i in range(n):
         tile = np.ascontiguousarray(x[i])
         if boxes is not None:
-            for box in _host(boxes[i]).reshape(-1, 4):
+            for box in _arrays.to_host(boxes[i]).reshape(-1, 4):
                 _draw_box(tile, box, (0, 200, 0))
         r, q = divmod(i, cols)
         grid[r * (h + gap):r * (h + gap) + h, q * (w + gap):q * (w + gap) + w] = tile

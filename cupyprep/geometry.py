@@ -1,6 +1,8 @@
 """Geometric ops: resize (warps follow)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import _arrays, _kernels, _validate, cpu
@@ -233,9 +235,10 @@ _OPENCV_WARP_STEP = 16
 
 
 # --- array-kind helpers ----------------------------------------------------------------
-def _is_torch(x):
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
+def _is_dense(strides, channels):
+    """Pixels contiguous: channel stride 1 and pixel stride = channels (in elements)."""
+    s_x, s_c = strides
+    return (s_c == 1 or channels == 1) and s_x == channels
 
 
 def _xp_of(*arrays):
@@ -249,7 +252,7 @@ def _xp_of(*arrays):
 def _unwrap(x):
     """``(array, back)``: a numpy / cupy view of ``x`` and a function that returns results
     as the caller's kind (torch tensors through DLPack / from_numpy, zero-copy)."""
-    if _is_torch(x):
+    if _arrays._is_torch(x):
         if x.device.type == "cuda":
             import torch
 
@@ -493,30 +496,16 @@ def _warp_variants():
 _kernels.register_variants("warp", "warp.cu", _warp_variants)
 
 
-def _inter_tables(interpolation):
-    """OpenCV's initInterTab2D for 32x32 sub-pixel positions: float32 weights (vy * vx of
-    the 1-D kernels at i / 32) and int16 weights (rounded * 2^15, corrected so each set
-    sums to exactly 2^15 at its largest / smallest central weight)."""
-    return _inter_tables_cached(interpolation)
-
-
-@__import__("functools").lru_cache(maxsize=None)
-def _inter_tables_cached(interpolation):
+@functools.lru_cache(maxsize=None)
+def _inter_tables():
+    """OpenCV's initInterTab2D for INTER_LINEAR at 32x32 sub-pixel positions (the fixed-point
+    remap's tables): float32 weights (vy * vx of the 1-D kernels at i / 32) and int16
+    weights (rounded * 2^15, corrected so each set sums to exactly 2^15 at its largest /
+    smallest central weight)."""
     f32 = np.float32
     t = np.arange(32, dtype=f32) * f32(1.0 / 32)
-    if interpolation == "linear":
-        k = 2
-        one_d = np.stack([f32(1) - t, t], axis=1).astype(f32)
-    else:
-        k = 4
-        A = f32(-0.75)
-        x1 = t + f32(1)
-        u = f32(1) - t
-        c0 = ((A * x1 - f32(5) * A) * x1 + f32(8) * A) * x1 - f32(4) * A
-        c1 = ((A + f32(2)) * t - (A + f32(3))) * t * t + f32(1)
-        c2 = ((A + f32(2)) * u - (A + f32(3))) * u * u + f32(1)
-        c3 = f32(1) - c0 - c1 - c2
-        one_d = np.stack([c0, c1, c2, c3], axis=1).astype(f32)
+    k = 2
+    one_d = np.stack([f32(1) - t, t], axis=1).astype(f32)
     kk = k * k
     ftab = np.empty((32, 32, k, k), f32)
     itab = np.zeros(32 * 32 * kk, np.int64)  # flat, as OpenCV's static table
@@ -600,7 +589,7 @@ def _gather_images(images, name):
 def _matrices(name, matrix, rows, count, call):
     """Validate ``matrix`` ((rows, 3) or (count, rows, 3)); numpy or the image's kind.
     Returns a float64 array (numpy, or cupy on the image's device)."""
-    if _is_torch(matrix) or (sys.modules.get("cupy") is not None and isinstance(matrix, sys.modules["cupy"].ndarray)):
+    if _arrays._is_torch(matrix) or _arrays._is_cupy(matrix):
         m = call.convert(matrix, name) if call.device else _unwrap(matrix)[0]
     else:
         try:
@@ -618,8 +607,9 @@ def _matrices(name, matrix, rows, count, call):
     else:
         raise ValueError(f"{name}: expected shape ({rows}, 3) or ({count}, {rows}, 3), "
                          f"got {_arrays.describe(m)}")
-    # host matrices are checked here; device matrices are not read back (no synchronization,
-    # so calls stay capturable in CUDA graphs): a non-finite coordinate samples the border
+    # host matrices are checked for finite values here; device ones are not read for it
+    # (a non-finite coordinate samples the border). Their singularity test in _inverse
+    # does read one flag back.
     if xp is np and m.size and not np.all(np.isfinite(m)):
         raise ValueError(f"{name}: expected finite values, got NaN or infinity")
     return m
@@ -650,8 +640,11 @@ def _inverse(m, perspective, inverse_map, name):
 
 
 def _warp(images, matrix, size, interpolation, border_mode, border_value, inverse_map, out,
-          perspective, src_index=None, name="img", matrix_name="M", checked=False):
-    call, arrays, uniform, (n_src, c, has_channels) = _gather_images(images, name)
+          perspective, src_index=None, name="img", matrix_name="M", checked=False,
+          gathered=None):
+    """The warp ops' common path; ``gathered``: what _gather_images(images, name) returned,
+    when the caller has it already."""
+    call, arrays, uniform, (n_src, c, has_channels) = gathered or _gather_images(images, name)
     dh, dw = _validate.size_hw("size", size)
     interpolation = _validate.choice("interpolation", interpolation, WARP_INTERPOLATIONS)
     border_mode = _validate.choice("border_mode", border_mode, BORDER_MODES)
@@ -671,10 +664,10 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
         return native
     inv = _inverse(m, perspective, inverse_map, matrix_name)
     if not call.device:
-        mats = np.broadcast_to(_host(inv), (n_out, rows, 3))
+        mats = np.broadcast_to(_arrays.to_host(inv), (n_out, rows, 3))
         imgs = (list(arrays) if uniform and arrays.ndim == 4 else
                 [arrays] if uniform else arrays)
-        idx = range(n_out) if src_index is None else _host(src_index)
+        idx = range(n_out) if src_index is None else _arrays.to_host(src_index)
         res = np.empty(out_shape if batched else (1,) + out_shape, dtype)
         _cpu_warp([imgs[int(k)] for k in idx], mats, (dh, dw), interpolation, border_mode, bval,
                   perspective, res)
@@ -712,15 +705,15 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
         mats = xp.ascontiguousarray(xp.asarray(inv, dtype=np.float64))
         mat_step = rows * 3 if mats.ndim == 3 else 0
         itab = ftab = None
-        if kernel.endswith("_fixed"):
-            it, ft = _inter_tables("linear")
+        if kernel == "linear_fixed":  # nearest_fixed reads no weights
+            it, ft = _inter_tables()
             itab, ftab = (xp.asarray(it), None) if dtype == np.uint8 else (None, xp.asarray(ft))
         body_end = dw // _OPENCV_WARP_STEP * _OPENCV_WARP_STEP
         bv = [f32(v) for v in bval + (0.0,) * (4 - c)]
         # dense: every pixel's channels adjacent, in the source and in the output (the
         # kernel then knows those strides at compile time and moves words)
         dense = (_WARP_DENSE and kernel in _FLOAT_WARP_KERNELS and uniform
-                 and s_x == c and (c == 1 or s_c == 1) and d_x == c and (c == 1 or d_c == 1))
+                 and _is_dense((s_x, s_c), c) and _is_dense((d_x, d_c), c))
         pixels = _WARP_PIXELS_PER_THREAD if dense else 1
         fn = _kernels.get_function("warp.cu", _warp_expr("perspective" if perspective else "affine",
                                                          kernel, dtype, c, dense, pixels))
@@ -746,12 +739,6 @@ _WARP_DENSE = True
 # one-row strip's (fewer cache sectors per load instruction); for a translation a wider
 # one's do (benchmarks/NOTES.md has the sweep). The generic kernel keeps one-row warps.
 _WARP_BLOCK_X = 8
-
-
-def _host(a):
-    if isinstance(a, np.ndarray):
-        return a
-    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def warp_affine(img, M, size, *, interpolation="linear", border_mode="constant", border_value=0,
@@ -793,9 +780,9 @@ def warp_affine(img, M, size, *, interpolation="linear", border_mode="constant",
 
     The kernels follow OpenCV 5's arithmetic step by step: for nearest and linear on 1, 3
     and 4 channels its float32 warp kernels (matrix in float32, fused multiply-adds where
-    its AVX2 code has them, results rounded half to even); for 2 channels and for cubic
-    its fixed-point remap (coordinates quantized to 1/32 pixel, 32x32 weight tables,
-    int16 weights for uint8). uint8 results equal ``cv2.warpAffine`` bit for bit on a CPU
+    its AVX2 code has them, results rounded half to even); for 2 channels its fixed-point
+    remap (coordinates quantized to 1/32 pixel, 32x32 weight tables, int16 weights for
+    uint8); cubic takes Keys' weights at the float32 coordinates. uint8 results equal ``cv2.warpAffine`` bit for bit on a CPU
     where OpenCV runs its AVX2 code (every x86 CPU since 2013). float16 is the float32
     warp rounded once.
 
@@ -818,8 +805,8 @@ def warp_perspective(img, M, size, *, interpolation="linear", border_mode="const
     ``dst(x, y) = src((M^-1 [x, y, 1])_xy / (M^-1 [x, y, 1])_w)``, pixel centers at
     integers. Numpy matrices are inverted with OpenCV's own ``cv::invert`` (LU), device
     matrices with the device's LU; a singular M is an error. Arithmetic as
-    :func:`warp_affine` (the perspective division in float32 for nearest / linear; in
-    double, with coordinates quantized to 1/32 pixel, for 2 channels and cubic).
+    :func:`warp_affine` (the perspective division in float32; for 2 channels in double,
+    with coordinates quantized to 1/32 pixel).
 
     Example
     -------
@@ -862,7 +849,8 @@ def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFAC
     -------
     >>> crops, M = cupyprep.align_faces(frames_gpu, kps, idx)            # doctest: +SKIP
     """
-    call, arrays, uniform, (n_src, c, has_channels) = _gather_images(images, "images")
+    gathered = _gather_images(images, "images")
+    call, arrays, uniform, (n_src, c, has_channels) = gathered
     dh, dw = _validate.size_hw("size", size)
     tmpl = np.asarray(template, np.float64)
     if tmpl.ndim != 2 or tmpl.shape[1] != 2 or tmpl.shape[0] < 2:
@@ -874,7 +862,7 @@ def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFAC
     lm = xp.asarray(lm, dtype=xp.float64)
     if lm.ndim != 3 or lm.shape[1:] != tmpl.shape:
         raise ValueError(f"landmarks: expected shape (F, {tmpl.shape[0]}, 2), got {_arrays.describe(lm)}")
-    idx = _host(_unwrap(image_index)[0]) if not isinstance(image_index, (list, tuple)) else np.asarray(image_index)
+    idx = _arrays.to_host(_unwrap(image_index)[0]) if not isinstance(image_index, (list, tuple)) else np.asarray(image_index)
     idx = np.asarray(idx)
     if idx.shape != (lm.shape[0],) or (idx.size and idx.dtype.kind not in "iu"):
         raise ValueError(f"image_index: expected ({lm.shape[0]},) integers, got shape {idx.shape} "
@@ -885,13 +873,11 @@ def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFAC
         mats = xp.zeros((0, 2, 3))
     else:
         mats = estimate_similarity(lm, xp.asarray(tmpl))
-    if not uniform or (uniform and arrays.ndim == 4):
-        pass
-    else:
+    if uniform and arrays.ndim != 4:
         raise ValueError(f"images: expected an NHWC batch or a list of images, got {_arrays.describe(arrays)}")
     crops = _warp(images, mats, (dh, dw), interpolation, "constant", 0, False, out, False,
                   src_index=idx.astype(np.int32), name="images", matrix_name="landmarks",
-                  checked=True)
+                  checked=True, gathered=gathered)
     return crops, mats
 
 

@@ -27,11 +27,6 @@ def _torch():
     return torch
 
 
-def _unsigned_wide_torch(dtype):
-    torch = _torch()
-    return {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}.get(dtype)
-
-
 def to_torch(x):
     """A torch tensor sharing ``x``'s memory.
 
@@ -61,8 +56,6 @@ def to_torch(x):
     torch = _torch()
     if isinstance(x, torch.Tensor):
         return x
-    if isinstance(x, np.ndarray):
-        return torch.from_numpy(x)
     arr = as_array(x, "x")
     if isinstance(arr, np.ndarray):
         return torch.from_numpy(arr)
@@ -115,7 +108,7 @@ def from_torch(t):
         raise TypeError(f"t: expected a CPU or CUDA tensor, got {_arrays.describe(t)}")
     import cupy
 
-    twin = _unsigned_wide_torch(t.dtype)
+    twin = _arrays._int_twin(t.dtype) if t.dtype in (torch.uint16, torch.uint32, torch.uint64) else None
     with cupy.cuda.Device(t.device.index):
         if twin is not None:
             arr = cupy.from_dlpack(t.view(twin))

@@ -41,6 +41,9 @@ import numpy as np
 from . import _arrays
 from .preprocess import PreprocessMeta, preprocess
 
+# preprocess's own defaults, for the outputs a Loader allocates for it
+_PREPROCESS_DEFAULTS = {k: p.default for k, p in inspect.signature(preprocess).parameters.items()}
+
 __all__ = ["Loader", "LoaderMeta"]
 
 _STAGING_BUFFERS = 3
@@ -86,9 +89,6 @@ class _Done:
 
     def result(self, timeout=None):
         return self._value
-
-    def cancel(self):
-        return False
 
 
 class _Failure:
@@ -508,11 +508,11 @@ class _Pipeline:
         import cupy
 
         H, W = self.size
-        layout = self.options.get("layout", "NCHW")
+        layout = self.options.get("layout", _PREPROCESS_DEFAULTS["layout"])
         shape = (n, channels, H, W) if layout == "NCHW" else (n, H, W, channels)
         consumer = self.consumer_stream if self.consumer_stream is not None else 0
         with _arrays.cupy_stream(consumer):
-            out = cupy.empty(shape, np.dtype(self.options.get("dtype", "float32")))
+            out = cupy.empty(shape, np.dtype(self.options.get("dtype", _PREPROCESS_DEFAULTS["dtype"])))
         _arrays.order_after(consumer, compute_s.ptr)
         return out
 
@@ -542,7 +542,6 @@ class _Pipeline:
 def _device_views(buf, shapes, offsets, dtype, uniform, library):
     itemsize = dtype.itemsize
     if library == "torch":
-        import torch
 
         tdtype = _arrays._torch_dtype(dtype)
 
@@ -688,7 +687,6 @@ class Loader:
                             f"got {_arrays.describe(source)}")
         if isinstance(source, np.ndarray) and source.ndim == 4:
             source = list(source)  # an NHWC array: its frames
-        size = tuple(size) if isinstance(size, (list, tuple)) else size
         from . import _validate
 
         size = _validate.size_hw("size", size)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _arrays, _kernels, _validate, cpu
-from .geometry import C_TYPES, launch_3d
+from .geometry import C_TYPES, _is_dense, launch_3d
 
 __all__ = ["preprocess", "PreprocessMeta", "MODES"]
 
@@ -17,11 +17,11 @@ OUT_DTYPES = ("float32", "float16", "uint8")
 _KERNEL_INTERPOLATIONS = ("nearest", "linear", "cubic")
 
 
-def _expr(interpolation, in_dtype, out_dtype, cn, dense, ragged, xpt=None):
+def _expr(interpolation, in_dtype, out_dtype, cn, dense, ragged):
     d = "true" if dense else "false"
     r = "true" if ragged else "false"
     return (f"cupyprep_preprocess_{interpolation}<{C_TYPES[np.dtype(in_dtype)]}, "
-            f"{C_TYPES[np.dtype(out_dtype)]}, {cn}, {d}, {r}, {xpt or _X_PER_THREAD}>")
+            f"{C_TYPES[np.dtype(out_dtype)]}, {cn}, {d}, {r}, {_X_PER_THREAD}>")
 
 
 def _variants():
@@ -43,12 +43,6 @@ def _variants():
 _BLOCK_X = 128
 _ROWS_PER_BLOCK = 8
 _X_PER_THREAD = 1
-
-
-def _is_dense(strides, channels):
-    """Pixels contiguous: channel stride 1 and pixel stride = channels (in elements)."""
-    s_x, s_c = strides
-    return (s_c == 1 or channels == 1) and s_x == channels
 
 
 _kernels.register_variants("preprocess", "preprocess.cu", _variants)
@@ -168,7 +162,7 @@ class PreprocessMeta:
         add = np.stack([ox, oy] * reps, axis=1)
         hi = np.stack([limit_x, limit_y] * reps, axis=1).astype(np.float64)
         if image_index is not None:
-            idx = _to_numpy(image_index).astype(np.int64)
+            idx = _arrays.to_host(image_index).astype(np.int64)
             if coords.ndim != 2 or idx.shape != (coords.shape[0],):
                 raise ValueError(f"image_index: expected shape ({coords.shape[0]},) for coords "
                                  f"of shape {tuple(coords.shape)}, got {idx.shape}")
@@ -188,15 +182,6 @@ class PreprocessMeta:
 def _rows(c):
     return c.shape[0]
 
-
-def _to_numpy(a):
-    if isinstance(a, np.ndarray):
-        return a
-    if hasattr(a, "get"):
-        return a.get()
-    if hasattr(a, "cpu"):
-        return a.cpu().numpy()
-    return np.asarray(a)
 
 
 def _like(ref, a):

@@ -90,4 +90,19 @@ __device__ __forceinline__ unsigned char saturate_u8(int v) {
     return (unsigned char)(v < 0 ? 0 : (v > 255 ? 255 : v));
 }
 
+// Normalize's arithmetic, shared by normalize and preprocess so both give the same bits:
+// out[c] = (v[k] * scale - mean[c]) * inv_std[c] in float32, uncontracted, with k = c or,
+// when swap_rb, the first three channels reversed (1 / std rounded once on the host).
+template <typename TOut, int CN>
+__device__ __forceinline__ void store_normalized(TOut* q, i64 d_c, const float (&v)[CN],
+                                                 bool swap_rb, float scale, const float* mean,
+                                                 const float* inv_std) {
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+        const int k = (CN >= 3 && swap_rb && c < 3) ? 2 - c : c;
+        const float o = __fmul_rn(__fsub_rn(__fmul_rn(v[k], scale), mean[c]), inv_std[c]);
+        q[c * d_c] = from_float<TOut>(o);
+    }
+}
+
 }  // namespace cp

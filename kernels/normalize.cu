@@ -26,11 +26,6 @@ __global__ void cupyprep_normalize(const TIn* __restrict__ src, TOut* __restrict
         float v[CN];
 #pragma unroll
         for (int c = 0; c < CN; ++c) v[c] = cp::to_float(p[c * s_c]);
-#pragma unroll
-        for (int c = 0; c < CN; ++c) {
-            const int k = (SWAP_RB && CN >= 3 && c < 3) ? 2 - c : c;
-            const float o = __fmul_rn(__fsub_rn(__fmul_rn(v[k], scale), mean[c]), inv_std[c]);
-            q[c * d_c] = cp::from_float<TOut>(o);
-        }
+        cp::store_normalized<TOut, CN>(q, d_c, v, SWAP_RB, scale, mean, inv_std);
     }
 }

@@ -35,18 +35,6 @@
 // of rows_per_block rows; blockIdx.z an image (loops cover sizes past the grid's limits).
 // A thread keeps its columns, so their taps are computed once for all its rows, and each
 // row's taps once for its columns.
-template <typename TOut, int CN>
-__device__ __forceinline__ void store_normalized(TOut* q, cp::i64 d_c, const float (&v)[CN],
-                                                 int swap_rb, float scale, const float* mean,
-                                                 const float* inv_std) {
-#pragma unroll
-    for (int c = 0; c < CN; ++c) {
-        const int k = (CN >= 3 && swap_rb && c < 3) ? 2 - c : c;
-        const float o = __fmul_rn(__fsub_rn(__fmul_rn(v[k], scale), mean[c]), inv_std[c]);
-        q[c * d_c] = cp::from_float<TOut>(o);
-    }
-}
-
 template <typename TIn, typename TOut, int CN, bool DENSE, bool RAGGED, int INTERP, int XPT>
 __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS) {
     const float mean[4] = {m0, m1, m2, m3};
@@ -110,7 +98,7 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS) {
 #pragma unroll
                             for (int c = 0; c < CN; ++c) v[c] = pad[c];
                         }
-                        store_normalized<TOut, CN>(q + j * d_x, d_c, v, swap_rb, scale, mean,
+                        cp::store_normalized<TOut, CN>(q + j * d_x, d_c, v, swap_rb, scale, mean,
                                                    inv_std);
                     }
                 }

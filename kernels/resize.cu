@@ -87,9 +87,9 @@ __global__ void cupyprep_resize_area_fast(CUPYPREP_RESIZE_PARAMS, int isy, int i
         const int sy0 = dy * isy, sx0 = dx * isx;
         // OpenCV's vector body and whole-cell loop end where this row's whole cells end
         const int whole = sy0 + isy <= sh ? whole_cells : 0;
-        if (two_by_two && dx < whole) {
+        if (two_by_two) {
             T v[CN];
-            cp::sample_area_2x2<T, CN>(src + sb, s_y, s_x, s_c, dy, dx, whole, v);
+            cp::sample_linear_2x<T, CN>(src + sb, s_y, s_x, s_c, sh, sw, dy, dx, v);
             store<T, CN>(dst + db, d_c, v);
             continue;
         }
@@ -139,8 +139,7 @@ __global__ void cupyprep_resize_area_fast(CUPYPREP_RESIZE_PARAMS, int isy, int i
                 *q = cp::from_float<T>(__fmul_rn(sum, inv_area));
             }
         }
-    }
-    }  // planes
+    CUPYPREP_RESIZE_END
 }
 
 // Area, weighted regime: both scales >= 1, not both integers. Per axis the host builds
@@ -178,8 +177,7 @@ __global__ void cupyprep_resize_area_weighted(CUPYPREP_RESIZE_PARAMS,
         }
 #pragma unroll
         for (int c = 0; c < CN; ++c) dst[db + c * d_c] = cp::from_float<T>(acc[c]);
-    }
-    }  // planes
+    CUPYPREP_RESIZE_END
 }
 
 namespace {
@@ -206,24 +204,10 @@ __global__ void cupyprep_resize_area_up(CUPYPREP_RESIZE_PARAMS, double inv_y, do
         float fx, fy;
         area_up_coord(dx, scale_x, inv_x, sx, fx);
         area_up_coord(dy, scale_y, inv_y, sy, fy);
-        if (sx >= sw - 1) { sx = sw - 1; fx = 0.f; }
-        cp::Taps tx, ty;
-        tx.off[0] = (cp::i64)sx * s_x;
-        tx.off[1] = (cp::i64)min(sx + 1, sw - 1) * s_x;
-        ty.off[0] = (cp::i64)cp::clamp_index(sy, 0, sh - 1) * s_y;
-        ty.off[1] = (cp::i64)cp::clamp_index(sy + 1, 0, sh - 1) * s_y;
-        tx.w[0] = __fsub_rn(1.f, fx);
-        tx.w[1] = fx;
-        ty.w[0] = __fsub_rn(1.f, fy);
-        ty.w[1] = fy;
-#pragma unroll
-        for (int k = 0; k < 2; ++k) {
-            tx.iw[k] = __float2int_rn(__fmul_rn(tx.w[k], 2048.f));
-            ty.iw[k] = __float2int_rn(__fmul_rn(ty.w[k], 2048.f));
-        }
+        const cp::Taps tx = cp::linear_taps_at(sx, fx, sw, s_x, true);  // sx >= 0
+        const cp::Taps ty = cp::linear_taps_at(sy, fy, sh, s_y, false);
         T v[CN];
         cp::linear_blend<T, CN>(src + sb, s_c, tx, ty, v);
         store<T, CN>(dst + db, d_c, v);
-    }
-    }  // planes
+    CUPYPREP_RESIZE_END
 }

@@ -84,8 +84,8 @@ __global__ void cupyprep_roi_align(const T* __restrict__ features, cp::i64 f_n, 
         }
         const float bin_h = __fdiv_rn(roi_h, (float)pooled_h);
         const float bin_w = __fdiv_rn(roi_w, (float)pooled_w);
-        const int grid_h = sampling_ratio > 0 ? sampling_ratio : grid_count(__fdiv_rn(roi_h, (float)pooled_h));
-        const int grid_w = sampling_ratio > 0 ? sampling_ratio : grid_count(__fdiv_rn(roi_w, (float)pooled_w));
+        const int grid_h = sampling_ratio > 0 ? sampling_ratio : grid_count(bin_h);
+        const int grid_w = sampling_ratio > 0 ? sampling_ratio : grid_count(bin_w);
         const int n_samples = grid_h * grid_w;
         const float count = (float)(n_samples > 1 ? n_samples : 1);
         const T* img = features + batch * f_n + c * f_c;

@@ -22,21 +22,13 @@ struct Taps {
     int body;
 };
 
-// OpenCV's linear source coordinate: (d + 0.5) * scale - 0.5 in double (product and sum
-// rounded apart, as OpenCV's x86 build computes them), rounded to float, split into floor
-// and fraction.
+// OpenCV's linear and cubic source coordinate: (d + 0.5) * scale - 0.5 in double (product
+// and sum rounded apart: OpenCV's x86 build has no FMA, and a fused result can round to
+// another float), rounded to float, split into floor and fraction.
 __device__ __forceinline__ void linear_coord(int d, double scale, int& s, float& f) {
     const float fs = (float)__dadd_rn(__dmul_rn(d + 0.5, scale), -0.5);
     s = __float2int_rd(fs);
     f = __fsub_rn(fs, (float)s);
-}
-
-// OpenCV's cubic source coordinate: as linear_coord, with the double product and sum kept
-// apart (OpenCV's x86 build has no FMA, and a fused result can round to another float).
-__device__ __forceinline__ void cubic_coord(int d, double scale, int& s, float& t) {
-    const float fs = (float)__dadd_rn(__dmul_rn(d + 0.5, scale), -0.5);
-    s = __float2int_rd(fs);
-    t = __fsub_rn(fs, (float)s);
 }
 
 // OpenCV's interpolateCubic with A = -0.75, in float32 and in its order: the last weight
@@ -63,14 +55,11 @@ __device__ __forceinline__ Taps nearest_taps(int d, double scale, int size, i64 
     return t;
 }
 
-// INTER_LINEAR. Along x the fraction is clamped to 0 at the edges (OpenCV clamps sx and
-// sets fx = 0 there); along y only the row indices are clamped and the weights keep their
-// fraction, as OpenCV does.
-__device__ __forceinline__ Taps linear_taps(int d, double scale, int size, i64 stride,
-                                            bool clamp_fraction) {
-    int s;
-    float f;
-    linear_coord(d, scale, s, f);
+// INTER_LINEAR taps of source coordinate s + f. Along x (clamp_fraction) the fraction is
+// clamped to 0 at the edges (OpenCV clamps sx and sets fx = 0 there); along y only the
+// row indices are clamped and the weights keep their fraction, as OpenCV does.
+__device__ __forceinline__ Taps linear_taps_at(int s, float f, int size, i64 stride,
+                                               bool clamp_fraction) {
     int s1;
     if (clamp_fraction) {
         if (s < 0) { s = 0; f = 0.f; }
@@ -91,6 +80,15 @@ __device__ __forceinline__ Taps linear_taps(int d, double scale, int size, i64 s
     return t;
 }
 
+// INTER_LINEAR taps of destination index d (see linear_taps_at).
+__device__ __forceinline__ Taps linear_taps(int d, double scale, int size, i64 stride,
+                                            bool clamp_fraction) {
+    int s;
+    float f;
+    linear_coord(d, scale, s, f);
+    return linear_taps_at(s, f, size, stride, clamp_fraction);
+}
+
 // INTER_CUBIC taps: neither the weights nor s change at the edges; only the tap indices
 // are clamped. Along x, `body` counts the elements of this pixel (e = d * CN + c) inside
 // OpenCV's vector body, which covers the first (row_elems / L) * L elements of a row
@@ -100,7 +98,7 @@ __device__ __forceinline__ Taps cubic_taps(int d, double scale, int size, i64 st
                                            i64 row_elems) {
     int s;
     float f;
-    cubic_coord(d, scale, s, f);
+    linear_coord(d, scale, s, f);
     Taps t;
     cubic_weights(f, t.w);
 #pragma unroll

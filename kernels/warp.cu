@@ -41,7 +41,8 @@
 //
 // Border (runtime `border`, reached only by taps outside the image): 0 constant,
 // 1 replicate, 2 reflect, 3 reflect101, 4 wrap; constant taps take bval[c].
-// common.cuh, and the cubic weights resize uses
+
+// sampling.cuh brings common.cuh and the cubic weights resize uses
 #include "sampling.cuh"
 
 namespace {

@@ -84,6 +84,15 @@ def kernels(request):
         yield side
 
 
+@pytest.fixture
+def torch_cuda():
+    """torch with CUDA (the test is skipped without it)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    return torch
+
+
 # --- images -----------------------------------------------------------------------------
 @functools.lru_cache(maxsize=None)
 def photo(name="astronaut"):

@@ -142,10 +142,8 @@ def test_kernel_shapes_and_views(kernels):
 
 
 @pytest.mark.gpu
-def test_gpu_torch_in_and_out():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch without CUDA")
+def test_gpu_torch_in_and_out(torch_cuda):
+    torch = torch_cuda
     img = random_image(np.random.default_rng(3), (4, 32, 48, 3), np.uint8)
     t = torch.from_numpy(img).cuda()
     out = torch.empty((4, 3, 32, 48), dtype=torch.float16, device="cuda")

@@ -240,10 +240,8 @@ def test_kernel_photographs(kernels):
 
 
 @pytest.mark.gpu
-def test_gpu_torch_zero_copy_and_stream():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch without CUDA")
+def test_gpu_torch_zero_copy_and_stream(torch_cuda):
+    torch = torch_cuda
     rng = np.random.default_rng(7)
     frames = [random_image(rng, s + (3,), np.uint8) for s in [(1080, 1920), (720, 1280), (480, 640)]]
     tensors = [torch.from_numpy(f).cuda() for f in frames]

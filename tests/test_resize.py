@@ -242,10 +242,8 @@ def test_gpu_float_matches_default_cv2_within_tolerance():
 
 
 @pytest.mark.gpu
-def test_gpu_torch_zero_copy():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch without CUDA")
+def test_gpu_torch_zero_copy(torch_cuda):
+    torch = torch_cuda
     img = random_image(np.random.default_rng(8), (2, 40, 50, 3), np.uint8)
     t = torch.from_numpy(img).cuda()
     out = torch.full((2, 20, 25, 3), 7, dtype=torch.uint8, device="cuda")

@@ -162,53 +162,53 @@ def box_convert(boxes, in_fmt, out_fmt, xp=np):
     return xp.stack(out, axis=-1).astype(dt)
 
 
-def clip_boxes(boxes, size):
-    """x to [0, width], y to [0, height]."""
-    b = np.asarray(boxes)
+def clip_boxes(boxes, size, xp=np):
+    """x to [0, width], y to [0, height] (``xp``: the array module, numpy or cupy)."""
+    b = xp.asarray(boxes)
     H, W = size
-    hi = np.array([W, H, W, H], b.dtype)
-    return np.minimum(np.maximum(b, b.dtype.type(0)), hi).astype(b.dtype)
+    hi = xp.asarray(np.array([W, H, W, H], b.dtype))
+    return xp.minimum(xp.maximum(b, b.dtype.type(0)), hi).astype(b.dtype, copy=False)
 
 
-def box_iou(boxes1, boxes2):
+def box_iou(boxes1, boxes2, xp=np):
     """(N, M) IoU in float32 (float16 boxes: inputs read exactly, arithmetic in float32)."""
-    a = np.asarray(boxes1).astype(F32)
-    b = np.asarray(boxes2).astype(F32)
+    a = xp.asarray(boxes1).astype(F32)
+    b = xp.asarray(boxes2).astype(F32)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
         area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-        w = np.fmax(np.fmin(a[:, None, 2], b[None, :, 2]) - np.fmax(a[:, None, 0], b[None, :, 0]), F32(0))
-        h = np.fmax(np.fmin(a[:, None, 3], b[None, :, 3]) - np.fmax(a[:, None, 1], b[None, :, 1]), F32(0))
+        w = xp.fmax(xp.fmin(a[:, None, 2], b[None, :, 2]) - xp.fmax(a[:, None, 0], b[None, :, 0]), F32(0))
+        h = xp.fmax(xp.fmin(a[:, None, 3], b[None, :, 3]) - xp.fmax(a[:, None, 1], b[None, :, 1]), F32(0))
         inter = w * h
-        return (inter / ((area_a[:, None] + area_b[None, :]) - inter)).astype(F32)
+        return (inter / ((area_a[:, None] + area_b[None, :]) - inter)).astype(F32, copy=False)
 
 
 # --- decoders ------------------------------------------------------------------------------------
-def decode_anchors(loc, priors, variances):
+def decode_anchors(loc, priors, variances, xp=np):
     """SSD / RetinaFace: ``loc`` (..., P, 4) offsets against ``priors`` (P, 4) cxcywh ->
-    xyxy in the priors' units, float32 in the kernel's operation order."""
+    xyxy in the priors' units, float32, in this operation order on either side."""
     v0, v1 = F32(variances[0]), F32(variances[1])
-    l = np.asarray(loc).astype(F32)
-    p = np.asarray(priors).astype(F32)
+    l = xp.asarray(loc).astype(F32)
+    p = xp.asarray(priors).astype(F32, copy=False)
     with np.errstate(over="ignore", invalid="ignore"):
         cx = p[:, 0] + (l[..., 0] * v0) * p[:, 2]
         cy = p[:, 1] + (l[..., 1] * v0) * p[:, 3]
-        w = p[:, 2] * np.exp(l[..., 2] * v1)
-        h = p[:, 3] * np.exp(l[..., 3] * v1)
+        w = p[:, 2] * xp.exp(l[..., 2] * v1)
+        h = p[:, 3] * xp.exp(l[..., 3] * v1)
         x1 = cx - w / F32(2)
         y1 = cy - h / F32(2)
-        return np.stack([x1, y1, x1 + w, y1 + h], axis=-1).astype(F32)
+        return xp.stack([x1, y1, x1 + w, y1 + h], axis=-1)
 
 
-def decode_landmarks(pre, priors, variances):
+def decode_landmarks(pre, priors, variances, xp=np):
     """RetinaFace landmarks: ``pre`` (..., P, 2L) -> points (..., P, L, 2) in the priors'
-    units."""
+    units, float32."""
     v0 = F32(variances[0])
-    l = np.asarray(pre).astype(F32)
-    p = np.asarray(priors).astype(F32)
+    l = xp.asarray(pre).astype(F32)
+    p = xp.asarray(priors).astype(F32, copy=False)
     pts = l.reshape(l.shape[:-1] + (-1, 2))
     with np.errstate(over="ignore", invalid="ignore"):
-        return (p[:, None, :2] + (pts * v0) * p[:, None, 2:]).astype(F32)
+        return p[:, None, :2] + (pts * v0) * p[:, None, 2:]
 
 
 def encode_anchors(boxes, priors, variances):
@@ -225,18 +225,18 @@ def encode_anchors(boxes, priors, variances):
                      np.log(h / p[:, 3]) / variances[1]], axis=-1).astype(F32)
 
 
-def decode_yolo(pred, objectness):
+def decode_yolo(pred, objectness, xp=np):
     """YOLO rows (cx, cy, w, h, [obj,] class scores...) -> xyxy boxes and per-class scores
-    (obj * class score when ``objectness``)."""
-    x = np.asarray(pred).astype(F32)
+    (obj * class score when ``objectness``), float32 and contiguous."""
+    x = xp.asarray(pred).astype(F32)
     cx, cy, w, h = x[..., 0], x[..., 1], x[..., 2], x[..., 3]
     hw, hh = w * F32(0.5), h * F32(0.5)
-    boxes = np.stack([cx - hw, cy - hh, cx + hw, cy + hh], axis=-1)
+    boxes = xp.stack([cx - hw, cy - hh, cx + hw, cy + hh], axis=-1)
     if objectness:
         scores = x[..., 5:] * x[..., 4:5]
     else:
-        scores = x[..., 4:]
-    return boxes.astype(F32), scores.astype(F32)
+        scores = xp.ascontiguousarray(x[..., 4:])
+    return boxes, scores
 
 
 # --- roi_align -----------------------------------------------------------------------------------

@@ -56,10 +56,6 @@ def _warp_hwc(img, matrix, size, flag, border, border_value, perspective):
     cv2 = cv2_module()
     h, w = size
     src = img.astype(np.float32) if img.dtype == np.float16 else img
-    if src.ndim == 3 and src.shape[2] > 4:
-        planes = [_warp_hwc(src[:, :, c], matrix, size, flag, border, border_value[c:c + 1],
-                            perspective) for c in range(src.shape[2])]
-        return np.stack(planes, axis=2).astype(img.dtype, copy=False)
     fn = cv2.warpPerspective if perspective else cv2.warpAffine
     value = tuple(border_value[:4]) + (0.0,) * (4 - min(4, len(border_value)))
     res = fn(np.ascontiguousarray(src), np.asarray(matrix, np.float64), (w, h),

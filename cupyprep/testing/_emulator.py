@@ -62,7 +62,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from bisect import bisect_right
 from pathlib import Path
 
@@ -181,53 +180,33 @@ def _quote(path: str) -> str:
     return path.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _resume_lines(text: str) -> list[int]:
-    """For each local include of a file, the line of the file that follows it once inlined.
-
-    The include pattern of :mod:`cupyprep._kernels` may take surrounding blank lines with
-    the ``#include`` line, so this is measured on the original text rather than assumed.
-    """
-    return [text.count("\n", 0, m.end()) + 2 for m in _kernels._INCLUDE_RE.finditer(text)]
-
-
-def _prepare(source: str, label: str, original=None) -> str:
+def _prepare(source: str, label: str) -> str:
     """The kernel text for the emulator build, inside an anonymous namespace.
 
     The namespace gives every kernel function internal linkage, so the function-local
     statics ``__shared__`` turns into get AddressSanitizer's redzones (they would not as
     the weak symbols of template instantiations). ``#line`` directives map the text that
-    :func:`cupyprep._kernels.read_source` inlined back to its files and lines, so compiler
-    errors and sanitizer reports point into the real sources; ``original(name)``, when
-    given, returns the unexpanded text of a kernel file to measure the includes on.
+    :func:`cupyprep._kernels.read_source` inlined back to its files and lines (an inlined
+    include stands for its one ``#include`` line), so compiler errors and sanitizer reports
+    point into the real sources.
     """
     folder = label.rsplit("/", 1)[0] + "/" if "/" in label else ""
 
-    def resumes(name):
-        if original is None:
-            return None
-        try:
-            return _resume_lines(original(name))
-        except (OSError, ValueError):
-            return None
-
     out = ["namespace {", f'#line 1 "{_quote(label)}"']
-    stack = []  # enclosing files: (name, line, resume lines, includes seen, resume here)
+    stack = []  # enclosing files: (name, line of the #include)
     current, lineno = label, 1
-    sites, seen = resumes(label[len(folder):]), 0
     for text in source.split("\n"):
         begin = _BEGIN_RE.match(text)
         end = _END_RE.match(text)
         if begin:
-            resume = sites[seen] if sites is not None and seen < len(sites) else None
-            stack.append((current, lineno, sites, seen + 1, resume))
+            stack.append((current, lineno))
             current, lineno = folder + begin.group(1), 1
-            sites, seen = resumes(begin.group(1)), 0
             out.append(text)
             out.append(f'#line 1 "{_quote(current)}"')
             continue
         if end and stack and current == folder + end.group(1):
-            current, lineno, sites, seen, resume = stack.pop()
-            lineno = resume if resume is not None else lineno + 1
+            current, lineno = stack.pop()
+            lineno += 1
             out.append(text)
             out.append(f'#line {lineno} "{_quote(current)}"')
             continue
@@ -511,7 +490,6 @@ class EmulatedKernel:
         self.name_expression = name_expression
         self.uses_fibers = bool(meta["fibers"])
         self.params = [_Param.from_json(p) for p in meta["params"]]
-        self.launch_count = 0
 
     @property
     def variant(self):
@@ -643,7 +621,6 @@ class EmulatedKernel:
         record += b"".join(param_parts)
 
         stdout, stderr = self._emulator._run(self, bytes(record), names)
-        self.launch_count += 1
 
         expected = sum(g.hi - g.lo for g in groups)
         if len(stdout) != expected:
@@ -710,7 +687,6 @@ class Emulator:
         self.stack_size = int(stack_size)
         self.cxx = cxx or os.environ.get("CUPYPREP_EMULATOR_CXX", "g++")
         self.compile_count = 0
-        self.compile_seconds = 0.0
         self.launch_count = 0
         self._kernels: dict[tuple[str, str], EmulatedKernel] = {}
         self._lock = threading.Lock()
@@ -730,12 +706,10 @@ class Emulator:
         return self.get_function_from_source(
             _kernels.read_source(filename), name_expression, label=f"kernels/{filename}",
             _error_name=filename,
-            _original=lambda name: (_kernels.kernel_dir() / name).read_text(encoding="utf-8"),
         )
 
     def get_function_from_source(self, source: str, name_expression: str,
-                                 label: str = "<source>", *, _error_name=None,
-                                 _original=None) -> EmulatedKernel:
+                                 label: str = "<source>", *, _error_name=None) -> EmulatedKernel:
         """Like :meth:`get_function` for a source given as text.
 
         ``label`` names the source in compiler errors and sanitizer reports.
@@ -747,7 +721,7 @@ class Emulator:
         if fn is not None:
             return fn
         flags = _BASE_FLAGS + (_SANITIZE_FLAGS if self.sanitize else ())
-        kernel_text = _prepare(source, label, _original)
+        kernel_text = _prepare(source, label)
         key_material = json.dumps(
             [
                 _FORMAT,
@@ -852,13 +826,11 @@ class Emulator:
             )
             tmp_exe = build / "kernel.exe"
             runtime = self._runtime_object(flags)
-            start = time.perf_counter()
             cc = subprocess.run(
                 [self.cxx, *flags, f"-fdebug-prefix-map={build}=.", "-include", str(_SHIM),
                  main.name, str(runtime), "-o", tmp_exe.name],
                 capture_output=True, text=True, encoding="utf-8", errors="replace", cwd=build,
             )
-            self.compile_seconds += time.perf_counter() - start
             self.compile_count += 1
             if cc.returncode != 0:
                 raise KernelCompileError(error_name, name_expression, cc.stderr)
