@@ -339,8 +339,9 @@ __device__ __forceinline__ void store_pixels(T* out, int count, cp::i64 d_x, cp:
 // A pixel takes it when its taps and the aligned 32-bit words that cover them lie inside
 // the image, that is for 1 <= sx < w - 3 (3 channels) or w - 2 (4 channels) and
 // 0 <= sy < h - 1 (a NaN fails these), when those bounds are below 2^22, and when byte
-// offsets within the image fit in int32; every other pixel takes warp_nearest /
-// warp_linear itself.
+// offsets within the image fit in int32. With a constant border, a pixel all of whose taps
+// are outside is the border value there too; every other pixel is left to warp_nearest /
+// warp_linear, after the group is stored (dense_u8_rest).
 template <typename T, int CN, bool DENSE>
 struct dense_u8 {
     static constexpr bool value = DENSE && sizeof(T) == 1 && (CN == 3 || CN == 4);
@@ -356,7 +357,7 @@ struct DenseU8 {
     const unsigned char* img;
     cp::i64 s_y;
     unsigned s_y32, bias;
-    float x_hi, y_hi;
+    float x_hi, y_hi;  // NaN: no fast pixels
 };
 
 template <bool LINEAR, int CN>
@@ -369,9 +370,22 @@ __device__ __forceinline__ DenseU8 dense_u8_image(const Item<unsigned char>& it)
     d.bias = 0u - k * (d.s_y32 + (unsigned)CN);
     const cp::i64 span = (cp::i64)(it.h - 1) * (it.s_y < 0 ? -it.s_y : it.s_y) + (cp::i64)it.w * CN;
     const bool ok = span < 2147483647LL && it.w < (1 << 22) && it.h < (1 << 22);
-    d.x_hi = ok ? (float)(it.w - (CN == 3 ? 3 : 2)) : 0.f;
-    d.y_hi = ok ? (float)(it.h - 1) : 0.f;
+    const float nan = __uint_as_float(0x7FC00000u);
+    d.x_hi = ok ? (float)(it.w - (CN == 3 ? 3 : 2)) : nan;
+    d.y_hi = ok ? (float)(it.h - 1) : nan;
     return d;
+}
+
+// Whether a pixel at (sx, sy) is the constant border value: linear, ix = floor(sx) < -1 or
+// >= w (sx < -1 or sx >= w; likewise y), which is warp_linear's test; nearest, rint(sx) < 0
+// or >= w, of which this takes sx < -0.5 or sx > w - 0.5 (a tie goes to warp_nearest).
+// w and h come back from the fast path's bounds (exact below 2^22); where those are NaN
+// only the lower bounds, which need no size, take pixels.
+template <bool LINEAR, int CN>
+__device__ __forceinline__ bool outside_u8(const DenseU8& d, float sx, float sy) {
+    const float w = d.x_hi + (CN == 3 ? 3.f : 2.f), h = d.y_hi + 1.f;
+    if (LINEAR) return sx < -1.f || sx >= w || sy < -1.f || sy >= h;
+    return sx < -0.5f || sx > w - 0.5f || sy < -0.5f || sy > h - 0.5f;
 }
 
 // The bytes [o, o + USED) of the aligned words covering `p` (o = p's offset in its word),
@@ -434,41 +448,37 @@ __device__ __forceinline__ void nearest_fast(const DenseU8& d, float sx, float s
     for (int c = 0; c < CN; ++c) v[c] = px >> (8 * c);
 }
 
-// One pixel at source (sx, sy), dense uint8: the fast path where it applies, else
-// warp_nearest / warp_linear. v[c]'s low byte is channel c.
-template <bool LINEAR, int CN, bool PERSPECTIVE>
-__device__ __forceinline__ void dense_u8_pixel(const Item<unsigned char>& it, const DenseU8& d,
-                                               int x, int y, float sx, float sy, int border,
-                                               const float (&bval)[4],
+// One pixel at source (sx, sy), dense uint8: the fast path where it applies, or the
+// constant border value where every tap is outside; v[c]'s low byte is channel c. The
+// other pixels (taps across the border, non-constant borders outside, images too large for
+// the fast path) set `bit` in `rest`, for dense_u8_rest.
+template <bool LINEAR, int CN>
+__device__ __forceinline__ void dense_u8_pixel(const DenseU8& d, float sx, float sy, int border,
                                                const unsigned char (&border_fill)[CN],
-                                               int body_end, unsigned (&v)[CN]) {
+                                               unsigned (&v)[CN], unsigned& rest,
+                                               unsigned bit) {
     if (sx >= 1.f && sx < d.x_hi && sy >= 0.f && sy < d.y_hi) {
         if (LINEAR)
             linear_fast<CN>(d, sx, sy, v);
         else
             nearest_fast<CN>(d, sx, sy, v);
-        return;
-    }
-    unsigned char u[CN];
-    if (LINEAR)
-        warp_linear<unsigned char, CN, PERSPECTIVE, true>(it, x, y, border, bval, border_fill,
-                                                          body_end, u);
-    else
-        warp_nearest<unsigned char, CN, PERSPECTIVE, true>(it, x, y, border, bval, border_fill,
-                                                           body_end, u);
+    } else {
 #pragma unroll
-    for (int c = 0; c < CN; ++c) v[c] = u[c];
+        for (int c = 0; c < CN; ++c) v[c] = border_fill[c];
+        if (border != CONSTANT || !outside_u8<LINEAR, CN>(d, sx, sy)) rest |= bit;
+    }
 }
 
 // A thread's pixels x0 .. x0 + count - 1 of row y, dense uint8: v[p][c]'s low byte is
 // channel c of pixel p. A whole group inside OpenCV's SIMD body (affine) computes the
-// row's coordinate terms once.
+// row's coordinate terms once. Returns the pixels left to dense_u8_rest (bit p: pixel p).
 template <bool LINEAR, int CN, bool PERSPECTIVE, int PX>
-__device__ __forceinline__ void dense_u8_pixels(const Item<unsigned char>& it, const DenseU8& d,
-                                                int x0, int count, int y, int border,
-                                                const float (&bval)[4],
-                                                const unsigned char (&border_fill)[CN],
-                                                int body_end, unsigned (&v)[PX][CN]) {
+__device__ __forceinline__ unsigned dense_u8_pixels(const Item<unsigned char>& it,
+                                                    const DenseU8& d, int x0, int count, int y,
+                                                    int border,
+                                                    const unsigned char (&border_fill)[CN],
+                                                    int body_end, unsigned (&v)[PX][CN]) {
+    unsigned rest = 0;
     if (!PERSPECTIVE && count == PX && x0 + PX <= body_end) {
         const float fy = (float)y;
         const float rx = __fadd_rn(__fmul_rn(fy, it.mf[1]), it.mf[2]);
@@ -476,20 +486,44 @@ __device__ __forceinline__ void dense_u8_pixels(const Item<unsigned char>& it, c
 #pragma unroll
         for (int p = 0; p < PX; ++p) {
             const float fx = (float)(x0 + p);
-            dense_u8_pixel<LINEAR, CN, PERSPECTIVE>(it, d, x0 + p, y, __fmaf_rn(it.mf[0], fx, rx),
-                                                    __fmaf_rn(it.mf[3], fx, ry), border, bval,
-                                                    border_fill, body_end, v[p]);
+            dense_u8_pixel<LINEAR, CN>(d, __fmaf_rn(it.mf[0], fx, rx), __fmaf_rn(it.mf[3], fx, ry),
+                                       border, border_fill, v[p], rest, 1u << p);
         }
-        return;
+        return rest;
     }
 #pragma unroll
     for (int p = 0; p < PX; ++p) {
         if (p < count) {
             float sx, sy;
             float_coords<PERSPECTIVE>(it.mf, x0 + p, y, x0 + p < body_end, sx, sy);
-            dense_u8_pixel<LINEAR, CN, PERSPECTIVE>(it, d, x0 + p, y, sx, sy, border, bval,
-                                                    border_fill, body_end, v[p]);
+            dense_u8_pixel<LINEAR, CN>(d, sx, sy, border, border_fill, v[p], rest, 1u << p);
         }
+    }
+    return rest;
+}
+
+// The pixels dense_u8_pixels left (bits of `rest`), through warp_nearest / warp_linear,
+// one at a time and stored as bytes over what the group's store wrote for them: one copy
+// of that code, out of the unrolled per-pixel loop, keeps the loop small in the
+// instruction cache.
+template <bool LINEAR, int CN, bool PERSPECTIVE>
+__device__ __forceinline__ void dense_u8_rest(const Item<unsigned char>& it, unsigned char* out,
+                                              unsigned rest, int x0, int y, int border,
+                                              const float (&bval)[4],
+                                              const unsigned char (&border_fill)[CN],
+                                              int body_end) {
+    while (rest) {
+        const int p = __ffs((int)rest) - 1;
+        rest &= rest - 1;
+        unsigned char u[CN];
+        if (LINEAR)
+            warp_linear<unsigned char, CN, PERSPECTIVE, true>(it, x0 + p, y, border, bval,
+                                                              border_fill, body_end, u);
+        else
+            warp_nearest<unsigned char, CN, PERSPECTIVE, true>(it, x0 + p, y, border, bval,
+                                                               border_fill, body_end, u);
+#pragma unroll
+        for (int c = 0; c < CN; ++c) out[p * CN + c] = u[c];
     }
 }
 
@@ -711,8 +745,11 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
         const int groups = (dw - 1) / PX + 1;                                             \
         const int tile_rows = rows_per_block * blockDim.y;                                \
         for (int n = blockIdx.z; n < n_out; n += gridDim.z) {                             \
-            Item<T> it = image_item<T>(n, src, src_ptrs, src_hw, src_strides, sh, sw, s_n, \
-                                       s_y, s_x, s_c, src_index, mats, mat_step);         \
+            /* dense variants are launched for one strided batch only (geometry.py): */ \
+            /* its geometry then stays in kernel parameters rather than registers */     \
+            Item<T> it = image_item<T>(n, src, DENSE ? nullptr : src_ptrs, src_hw,         \
+                                       src_strides, sh, sw, s_n, s_y, s_x, s_c, src_index, \
+                                       mats, mat_step);                                   \
             for (int j = 0; j < (PERSPECTIVE ? 9 : 6); ++j) it.mf[j] = (float)it.m[j];    \
             DenseU8 fast{};                                                               \
             if constexpr (dense_u8<T, CN, DENSE>::value)                                  \
@@ -728,10 +765,14 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
                                  (cp::i64)x0 * (DENSE ? (cp::i64)CN : d_x);               \
                         if constexpr (dense_u8<T, CN, DENSE>::value) {                    \
                             unsigned u[PX][CN];                                           \
-                            dense_u8_pixels<LINEAR, CN, PERSPECTIVE, PX>(                 \
-                                it, fast, x0, count, y, border, bval, border_fill,        \
-                                body_end, u);                                             \
+                            const unsigned rest = dense_u8_pixels<LINEAR, CN, PERSPECTIVE, PX>( \
+                                it, fast, x0, count, y, border, border_fill, body_end, u); \
                             store_low_bytes<CN, PX>(out, count, u);                       \
+                            if (rest)                                                     \
+                                dense_u8_rest<LINEAR, CN, PERSPECTIVE>(it, out, rest, x0, \
+                                                                       y, border, bval,   \
+                                                                       border_fill,       \
+                                                                       body_end);         \
                         } else {                                                          \
                             T v[PX][CN];                                                  \
                             _Pragma("unroll") for (int p = 0; p < PX; ++p) {              \
