@@ -81,6 +81,17 @@ def per_channel(name, value, channels, default):
     return tuple(values)
 
 
+def fill_values(name, value, channels, dtype, rounded_to):
+    """A fill value (a pad or border value: one number, or one per channel) as float32s:
+    for an unsigned integer image type rounded and saturated as a stored pixel is (OpenCV's
+    saturate_cast), then rounded to the dtype ``rounded_to``."""
+    arr = np.asarray(per_channel(name, value, channels, 0.0), np.float64)
+    if np.dtype(dtype).kind == "u":
+        info = np.iinfo(dtype)
+        arr = np.clip(np.rint(arr), info.min, info.max)
+    return tuple(float(v) for v in arr.astype(rounded_to).astype(np.float32))
+
+
 class ImageGeometry:
     """How an image or batch is laid out: batch size, channels, height, width, whether
     the input had a batch / channel axis, and element strides for (n, c, y, x)."""

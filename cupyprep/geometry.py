@@ -537,20 +537,6 @@ def _inter_tables():
     return itab, ftab.reshape(-1)
 
 
-def _border_values(name, value, channels, dtype):
-    """The border value per channel as OpenCV stores it (saturate_cast to the image type;
-    float16 images are warped in float32 and rounded once)."""
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        values = (float(value),) * channels
-    else:
-        values = _validate.per_channel(name, value, channels, 0.0)
-    arr = np.asarray(values, np.float64)
-    if np.dtype(dtype).kind == "u":
-        info = np.iinfo(dtype)
-        arr = np.clip(np.rint(arr), info.min, info.max)
-    return tuple(float(v) for v in arr.astype(np.float32))
-
-
 def _gather_images(images, name):
     """``(prepared_first, arrays or batch, uniform, geometry tuple)`` for an image argument:
     HW, HWC, NHWC or a list of HW / HWC images."""
@@ -655,7 +641,9 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
     n_out = n_src if src_index is None else len(src_index)
     rows = 3 if perspective else 2
     m = matrix if checked else _matrices(matrix_name, matrix, rows, n_out, call)
-    bval = _border_values("border_value", border_value, c, dtype)
+    # OpenCV's border value is stored as the image type; float16 images are warped in
+    # float32 and rounded once, so theirs stays float32
+    bval = _validate.fill_values("border_value", border_value, c, dtype, np.float32)
     out_shape = (dh, dw) + ((c,) if has_channels else ())
     if batched:
         out_shape = (n_out,) + out_shape
@@ -920,7 +908,10 @@ def random_affine(batch, degrees=0.0, translate=(0.0, 0.0), scale=(1.0, 1.0), sh
     -------
     >>> aug, M = cupyprep.random_affine(batch, 15, (0.1, 0.1), (0.8, 1.2), flip_p=0.5, seed=0)  # doctest: +SKIP
     """
-    call = _arrays.prepare(batch, "batch")
+    if isinstance(batch, (list, tuple)):
+        raise TypeError(f"batch: expected an NHWC array or tensor, got a {type(batch).__name__}")
+    gathered = _gather_images(batch, "batch")
+    call = gathered[0]
     arr = call.array
     if arr.ndim != 4:
         raise ValueError(f"batch: expected an NHWC batch, got {_arrays.describe(arr)}")
@@ -950,7 +941,7 @@ def random_affine(batch, degrees=0.0, translate=(0.0, 0.0), scale=(1.0, 1.0), sh
     b1 = cy + ty - (a10 * cx + a11 * cy)
     mats = xp.stack([xp.stack([a00, a01, b0], axis=-1), xp.stack([a10, a11, b1], axis=-1)], axis=-2)
     warped = _warp(batch, mats, (h, w), interpolation, border_mode, border_value, False, out,
-                   False, name="batch", checked=True)
+                   False, name="batch", checked=True, gathered=gathered)
     if call.kind == "torch":
         import torch
 

@@ -241,19 +241,6 @@ def _check_image(name, arr, dtype, channels):
     return c
 
 
-def _pad_values(pad_value, channels, dtype):
-    """The pad value per input channel, rounded to the input dtype as a stored pixel is."""
-    if isinstance(pad_value, numbers.Real) and not isinstance(pad_value, bool):
-        values = (float(pad_value),) * channels
-    else:
-        values = _validate.per_channel("pad_value", pad_value, channels, 0.0)
-    arr = np.asarray(values, np.float64)
-    if np.dtype(dtype).kind == "u":
-        info = np.iinfo(dtype)
-        arr = np.clip(np.rint(arr), info.min, info.max)
-    return tuple(float(v) for v in arr.astype(dtype).astype(np.float32))
-
-
 def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolation="linear",
                pad_value=114, mean=None, std=None, scale=1 / 255, swap_rb=True, layout="NCHW",
                dtype="float32", out=None):
@@ -339,7 +326,7 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         raise ValueError(f"std: expected non-zero values, got {std}")
     scale = _validate.number("scale", scale)
     swap_rb = bool(swap_rb) and c >= 3
-    pad = _pad_values(pad_value, c, in_dtype)
+    pad = _validate.fill_values("pad_value", pad_value, c, in_dtype, in_dtype)
     if uniform:  # one geometry for the whole batch
         plans = np.tile(np.array(plan(geo.h, geo.w, (H, W), mode, resize_size), np.int64), (n, 1))
     else:

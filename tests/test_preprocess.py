@@ -150,7 +150,7 @@ def reference(images, size, **kw):
     opts = dict(mode="letterbox", resize_size=None, interpolation="linear", pad_value=114, mean=None,
                 std=None, scale=1 / 255, swap_rb=True, layout="NCHW", dtype="float32")
     opts.update(kw)
-    from cupyprep.preprocess import _pad_values
+    from cupyprep._validate import fill_values
 
     c = images.shape[-1] if isinstance(images, np.ndarray) and images.ndim == 4 else \
         (images[0].shape[2] if images[0].ndim == 3 else 1)
@@ -158,7 +158,8 @@ def reference(images, size, **kw):
     plans = np.array([plan(i.shape[0], i.shape[1], size, opts["mode"], opts["resize_size"]) for i in images])
     mean = tuple(float(v) for v in np.broadcast_to(0.0 if opts["mean"] is None else opts["mean"], (c,)))
     std = tuple(float(v) for v in np.broadcast_to(1.0 if opts["std"] is None else opts["std"], (c,)))
-    return cpu.preprocess(list(images), size, plans, opts["interpolation"], _pad_values(opts["pad_value"], c, in_dtype),
+    return cpu.preprocess(list(images), size, plans, opts["interpolation"],
+                          fill_values("pad_value", opts["pad_value"], c, in_dtype, in_dtype),
                           mean, std, opts["scale"], opts["swap_rb"] and c >= 3, opts["layout"] == "NHWC",
                           np.dtype(opts["dtype"]), c)
 
