@@ -345,7 +345,6 @@ class TensorView:
             self.id = index
 
     def __init__(self, tensor):
-
         self.tensor = tensor
         self.shape = tuple(tensor.shape)
         self.ndim = tensor.dim()

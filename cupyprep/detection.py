@@ -656,8 +656,18 @@ def prior_boxes(image_size, min_sizes, steps, clip=False):
     return pri.astype(np.float32)
 
 
-def _priors_for(priors, n):
-    p = np.asarray(_arrays.to_host(priors), np.float32)
+def _priors_for(call, priors, n):
+    """``priors`` (n, 4) for a decoder of ``call``'s input: priors on the input's device,
+    of its kind, are used where they are (not read back to the host); others as float32
+    NumPy (uploaded by the decoder)."""
+    p = None
+    if call.device and call.kind != "numpy":
+        other = _arrays.prepare(priors, "priors")
+        if (other.kind == call.kind and other.device
+                and _arrays._device_id(other.array) == _arrays._device_id(call.array)):
+            p = other.array
+    if p is None:
+        p = np.asarray(_arrays.to_host(priors), np.float32)
     if p.ndim != 2 or p.shape != (n, 4):
         raise ValueError(f"priors: expected shape ({n}, 4), got {_arrays.describe(priors)}")
     return p
@@ -698,7 +708,7 @@ def decode_boxes(loc, priors, variances=(0.1, 0.2)):
     """
     call, arr = _head_arg("loc", loc, lambda k: k == 4, "(..., P, 4)")
     v = _variances(variances)
-    p = _priors_for(priors, arr.shape[-2])
+    p = _priors_for(call, priors, arr.shape[-2])
 
     return _generic(call, lambda xp, l: cpu.decode_anchors(l, p, v, xp=xp), arr)
 
@@ -713,7 +723,7 @@ def decode_landmarks(pre, priors, variances=(0.1, 0.2)):
     """
     call, arr = _head_arg("pre", pre, lambda k: k > 0 and k % 2 == 0, "(..., P, 2L)")
     v = _variances(variances)
-    p = _priors_for(priors, arr.shape[-2])
+    p = _priors_for(call, priors, arr.shape[-2])
 
     return _generic(call, lambda xp, l: cpu.decode_landmarks(l, p, v, xp=xp), arr)
 

@@ -770,9 +770,9 @@ def warp_affine(img, M, size, *, interpolation="linear", border_mode="constant",
     and 4 channels its float32 warp kernels (matrix in float32, fused multiply-adds where
     its AVX2 code has them, results rounded half to even); for 2 channels its fixed-point
     remap (coordinates quantized to 1/32 pixel, 32x32 weight tables, int16 weights for
-    uint8); cubic takes Keys' weights at the float32 coordinates. uint8 results equal ``cv2.warpAffine`` bit for bit on a CPU
-    where OpenCV runs its AVX2 code (every x86 CPU since 2013). float16 is the float32
-    warp rounded once.
+    uint8); cubic takes Keys' weights at the float32 coordinates. uint8 results equal
+    ``cv2.warpAffine`` bit for bit on a CPU where OpenCV runs its AVX2 code (every x86 CPU
+    since 2013). float16 is the float32 warp rounded once.
 
     Example
     -------

@@ -542,7 +542,6 @@ class _Pipeline:
 def _device_views(buf, shapes, offsets, dtype, uniform, library):
     itemsize = dtype.itemsize
     if library == "torch":
-
         tdtype = _arrays._torch_dtype(dtype)
 
         def view(start, nbytes, shape):

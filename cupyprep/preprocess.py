@@ -183,7 +183,6 @@ def _rows(c):
     return c.shape[0]
 
 
-
 def _like(ref, a):
     """``a`` (numpy) as the array kind, device and float dtype of ``ref``."""
     if isinstance(ref, np.ndarray):

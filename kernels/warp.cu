@@ -285,31 +285,52 @@ __device__ __forceinline__ void warp_linear(const Item<T>& it, int x, int y, int
     }
 }
 
-// A thread's `count` (1 .. PX) pixels, starting at `out`. DENSE uint8: as 32- or 16-bit
-// words when all PX are there, the group's bytes divide into words and `out` is aligned
-// for them (rows whose byte stride is not a multiple of the word size alternate); bytes
-// otherwise.
-template <typename T, int CN, bool DENSE, int PX>
-__device__ __forceinline__ void store_pixels(T* out, int count, cp::i64 d_x, cp::i64 d_c,
-                                             const T (&v)[PX][CN]) {
-    if constexpr (DENSE && sizeof(T) == 1 && (PX * CN) % 2 == 0) {
+// A thread's `count` (1 .. PX) dense uint8 pixels, starting at `out`, from values in low
+// bytes (v[p][c]: channel c of pixel p): as 32- or 16-bit words when all PX are there, the
+// group's bytes divide into words and `out` is aligned for them (rows whose byte stride is
+// not a multiple of the word size alternate); bytes otherwise.
+template <int CN, int PX>
+__device__ __forceinline__ void store_low_bytes(unsigned char* out, int count,
+                                                const unsigned (&v)[PX][CN]) {
+    if constexpr ((PX * CN) % 2 == 0) {
         constexpr int kWord = (PX * CN) % 4 == 0 ? 4 : 2;
         if (count == PX && ((unsigned long long)out & (kWord - 1)) == 0) {
 #pragma unroll
             for (int k = 0; k < PX * CN / kWord; ++k) {
-                unsigned word = 0;
-#pragma unroll
-                for (int j = 0; j < kWord; ++j) {
-                    const int e = k * kWord + j;
-                    word |= (unsigned)(unsigned char)v[e / CN][e % CN] << (8 * j);
+                const int e = kWord * k;
+                const unsigned b01 = __byte_perm(v[e / CN][e % CN], v[(e + 1) / CN][(e + 1) % CN], 0x0040u);
+                if constexpr (kWord == 2) {
+                    reinterpret_cast<unsigned short*>(out)[k] = (unsigned short)b01;
+                } else {
+                    const unsigned b23 = __byte_perm(v[(e + 2) / CN][(e + 2) % CN], v[(e + 3) / CN][(e + 3) % CN], 0x0040u);
+                    reinterpret_cast<unsigned*>(out)[k] = __byte_perm(b01, b23, 0x5410u);
                 }
-                if (kWord == 4)
-                    reinterpret_cast<unsigned*>(out)[k] = word;
-                else
-                    reinterpret_cast<unsigned short*>(out)[k] = (unsigned short)word;
             }
             return;
         }
+    }
+#pragma unroll
+    for (int p = 0; p < PX; ++p) {
+        if (p < count) {
+#pragma unroll
+            for (int c = 0; c < CN; ++c) out[p * CN + c] = (unsigned char)v[p][c];
+        }
+    }
+}
+
+// A thread's `count` (1 .. PX) pixels, starting at `out` (DENSE uint8: store_low_bytes).
+template <typename T, int CN, bool DENSE, int PX>
+__device__ __forceinline__ void store_pixels(T* out, int count, cp::i64 d_x, cp::i64 d_c,
+                                             const T (&v)[PX][CN]) {
+    if constexpr (DENSE && sizeof(T) == 1) {
+        unsigned u[PX][CN];
+#pragma unroll
+        for (int p = 0; p < PX; ++p) {
+#pragma unroll
+            for (int c = 0; c < CN; ++c) u[p][c] = v[p][c];
+        }
+        store_low_bytes<CN, PX>(reinterpret_cast<unsigned char*>(out), count, u);
+        return;
     }
     const cp::i64 s_x = DENSE ? (cp::i64)CN : d_x, s_c = DENSE ? (cp::i64)1 : d_c;
 #pragma unroll
@@ -524,37 +545,6 @@ __device__ __forceinline__ void dense_u8_rest(const Item<unsigned char>& it, uns
                                                                border_fill, body_end, u);
 #pragma unroll
         for (int c = 0; c < CN; ++c) out[p * CN + c] = u[c];
-    }
-}
-
-// store_pixels for values in low bytes: whole 32- or 16-bit words where all PX pixels are
-// there, their bytes divide into words and `out` is aligned; bytes otherwise.
-template <int CN, int PX>
-__device__ __forceinline__ void store_low_bytes(unsigned char* out, int count,
-                                                const unsigned (&v)[PX][CN]) {
-    if constexpr ((PX * CN) % 2 == 0) {
-        constexpr int kWord = (PX * CN) % 4 == 0 ? 4 : 2;
-        if (count == PX && ((unsigned long long)out & (kWord - 1)) == 0) {
-#pragma unroll
-            for (int k = 0; k < PX * CN / kWord; ++k) {
-                const int e = kWord * k;
-                const unsigned b01 = __byte_perm(v[e / CN][e % CN], v[(e + 1) / CN][(e + 1) % CN], 0x0040u);
-                if constexpr (kWord == 2) {
-                    reinterpret_cast<unsigned short*>(out)[k] = (unsigned short)b01;
-                } else {
-                    const unsigned b23 = __byte_perm(v[(e + 2) / CN][(e + 2) % CN], v[(e + 3) / CN][(e + 3) % CN], 0x0040u);
-                    reinterpret_cast<unsigned*>(out)[k] = __byte_perm(b01, b23, 0x5410u);
-                }
-            }
-            return;
-        }
-    }
-#pragma unroll
-    for (int p = 0; p < PX; ++p) {
-        if (p < count) {
-#pragma unroll
-            for (int c = 0; c < CN; ++c) out[p * CN + c] = (unsigned char)v[p][c];
-        }
     }
 }
 

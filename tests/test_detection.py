@@ -587,3 +587,30 @@ def test_gpu_roi_align_equals_torchvision(dtype, aligned):
         ref16 = tv.ops.roi_align(_cuda(feat.astype(np.float16).astype(np.float32)), _cuda(rois), 7, 0.25, 2,
                                  aligned).cpu().numpy().astype(np.float16)
         assert_close(got, ref16, atol=2.0 ** -10, reason="one float16 rounding of a float32 result")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["cupy", "torch"])
+@pytest.mark.parametrize("prior_side", ["host", "device"])
+def test_gpu_decoders_equal_cpu(kind, prior_side, torch_cuda):
+    """decode_boxes / decode_landmarks on device heads, with host priors or priors on the
+    head's device (used where they are), against the NumPy backend."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(21)
+    pri = det.prior_boxes((96, 128), [[16, 32], [64]], [8, 32])
+    loc = rng.normal(0, 1, (2, len(pri), 4)).astype(np.float32)
+    pre = rng.normal(0, 1, (2, len(pri), 10)).astype(np.float32)
+    put = cupy.asarray if kind == "cupy" else (lambda a: torch_cuda.from_numpy(a).cuda())
+    priors = pri if prior_side == "host" else put(pri)
+    boxes = det.decode_boxes(put(loc), priors)
+    points = det.decode_landmarks(put(pre), priors)
+    if kind == "torch":
+        assert isinstance(boxes, torch_cuda.Tensor) and boxes.is_cuda
+        boxes, points = boxes.cpu().numpy(), points.cpu().numpy()
+    else:
+        boxes, points = boxes.get(), points.get()
+    # the same float32 operations on both sides; exp is CUDA's expf on the GPU and NumPy's
+    # on the CPU, which may differ in the last place
+    assert_close(boxes, det.decode_boxes(loc, pri), atol=1e-6,
+                 reason="expf on the GPU vs NumPy's exp: last-place differences")
+    np.testing.assert_array_equal(points, det.decode_landmarks(pre, pri))
