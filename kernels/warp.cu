@@ -248,16 +248,28 @@ __device__ __forceinline__ void warp_nearest(const Item<T>& it, int x, int y, in
     for (int c = 0; c < CN; ++c) v[c] = cp::from_float<T>(p[c]);
 }
 
+// Linear's source cell for output pixel (x, y): the float coordinates (tamed), their
+// floors (ix, iy) and the fractions a = sx - ix, b = sy - iy.
+template <bool PERSPECTIVE>
+__device__ __forceinline__ void linear_cell(const float (&m)[9], int x, int y, bool body,
+                                            int& ix, int& iy, float& a, float& b) {
+    float sx, sy;
+    float_coords<PERSPECTIVE>(m, x, y, body, sx, sy);
+    sx = tame(sx);
+    sy = tame(sy);
+    ix = __float2int_rd(sx);
+    iy = __float2int_rd(sy);
+    a = __fsub_rn(sx, (float)ix);
+    b = __fsub_rn(sy, (float)iy);
+}
+
 template <typename T, int CN, bool PERSPECTIVE, bool DENSE>
 __device__ __forceinline__ void warp_linear(const Item<T>& it, int x, int y, int border,
                                             const float (&bval)[4], const T (&border_fill)[CN],
                                             int body_end, T (&v)[CN]) {
-    float sx, sy;
-    float_coords<PERSPECTIVE>(it.mf, x, y, x < body_end, sx, sy);
-    sx = tame(sx);
-    sy = tame(sy);
-    const int ix = __float2int_rd(sx), iy = __float2int_rd(sy);
-    const float a = __fsub_rn(sx, (float)ix), b = __fsub_rn(sy, (float)iy);
+    int ix, iy;
+    float a, b;
+    linear_cell<PERSPECTIVE>(it.mf, x, y, x < body_end, ix, iy, a, b);
     // constant border: a pixel whose taps all lie outside is the border value itself
     if (border == CONSTANT &&
         ((unsigned)(ix + 1) >= (unsigned)(it.w + 1) || (unsigned)(iy + 1) >= (unsigned)(it.h + 1))) {
@@ -361,8 +373,8 @@ __device__ __forceinline__ void store_pixels(T* out, int count, cp::i64 d_x, cp:
 // the image, that is for 1 <= sx < w - 3 (3 channels) or w - 2 (4 channels) and
 // 0 <= sy < h - 1 (a NaN fails these), when those bounds are below 2^22, and when byte
 // offsets within the image fit in int32. With a constant border, a pixel all of whose taps
-// are outside is the border value there too; every other pixel is left to warp_nearest /
-// warp_linear, after the group is stored (dense_u8_rest).
+// are outside is the border value there too; every other pixel is left to dense_u8_rest,
+// after the group is stored (linear_edge, or warp_nearest / warp_linear).
 template <typename T, int CN, bool DENSE>
 struct dense_u8 {
     static constexpr bool value = DENSE && sizeof(T) == 1 && (CN == 3 || CN == 4);
@@ -371,12 +383,12 @@ struct dense_u8 {
 constexpr float kTwo23 = 8388608.f, kRound = 12582912.f;  // 2^23, 1.5 * 2^23
 constexpr unsigned kTwo23Bits = 0x4B000000u, kRoundBits = 0x4B400000u;
 
-// Per image: the fast path's bounds (0: no fast pixels) and the offset of a tap whose
-// coordinates are given as the bit patterns of 2^23 + ix and 2^23 + iy (or 1.5 * 2^23 +
-// ix / iy for nearest), as bx * CN + by * s_y + bias in 32-bit arithmetic.
+// Per image: the fast path's bounds and the byte offset, counted from the image's first
+// word, of a tap whose coordinates are given as the bit patterns bx and by of 2^23 + ix and
+// 2^23 + iy (or 1.5 * 2^23 + ix / iy for nearest): bx * CN + by * s_y + bias in 32-bit
+// arithmetic.
 struct DenseU8 {
-    const unsigned char* img;
-    cp::i64 s_y;
+    const unsigned* words;  // the image's first byte, rounded down to a 32-bit word
     unsigned s_y32, bias;
     float x_hi, y_hi;  // NaN: no fast pixels
 };
@@ -384,12 +396,14 @@ struct DenseU8 {
 template <bool LINEAR, int CN>
 __device__ __forceinline__ DenseU8 dense_u8_image(const Item<unsigned char>& it) {
     DenseU8 d;
-    d.img = it.img;
-    d.s_y = it.s_y;
+    const unsigned long long base = (unsigned long long)it.img;
+    d.words = reinterpret_cast<const unsigned*>(base & ~3ull);
     d.s_y32 = (unsigned)it.s_y;
     const unsigned k = LINEAR ? kTwo23Bits : kRoundBits;
-    d.bias = 0u - k * (d.s_y32 + (unsigned)CN);
-    const cp::i64 span = (cp::i64)(it.h - 1) * (it.s_y < 0 ? -it.s_y : it.s_y) + (cp::i64)it.w * CN;
+    // offsets count from `words`: the image's own offset within its word joins the bias
+    d.bias = (unsigned)(base & 3u) - k * (d.s_y32 + (unsigned)CN);
+    const cp::i64 span =
+        (cp::i64)(it.h - 1) * (it.s_y < 0 ? -it.s_y : it.s_y) + (cp::i64)it.w * CN + 3;
     const bool ok = span < 2147483647LL && it.w < (1 << 22) && it.h < (1 << 22);
     const float nan = __uint_as_float(0x7FC00000u);
     d.x_hi = ok ? (float)(it.w - (CN == 3 ? 3 : 2)) : nan;
@@ -409,26 +423,25 @@ __device__ __forceinline__ bool outside_u8(const DenseU8& d, float sx, float sy)
     return sx < -0.5f || sx > w - 0.5f || sy < -0.5f || sy > h - 0.5f;
 }
 
-// The bytes [o, o + USED) of the aligned words covering `p` (o = p's offset in its word),
-// as the low bytes of two words (USED <= 8).
+// The bytes [off, off + USED) counted from `words` (USED <= 8), as the low bytes of two
+// words: the aligned words that cover them, shifted.
 template <int USED>
-__device__ __forceinline__ void window8(const unsigned char* p, unsigned& lo, unsigned& hi) {
-    const unsigned long long a = (unsigned long long)p;
-    const unsigned* w = reinterpret_cast<const unsigned*>(a & ~3ull);
+__device__ __forceinline__ void window8(const unsigned* words, unsigned off, unsigned& lo,
+                                        unsigned& hi) {
+    const unsigned* w = words + ((int)off >> 2);
     const unsigned w0 = __ldg(w), w1 = __ldg(w + 1);
     // the third word only where the bytes used reach it (a predicated load: lanes that
     // skip it touch no cache sector); the window's bytes past USED are then zero
-    const unsigned w2 = (unsigned)(a & 3u) + USED > 8u ? __ldg(w + 2) : 0u;
-    const unsigned shift = (unsigned)a << 3;  // funnel shifts take it modulo 32
+    const unsigned w2 = (off & 3u) > 8u - USED ? __ldg(w + 2) : 0u;
+    const unsigned shift = off << 3;  // funnel shifts take it modulo 32
     lo = __funnelshift_r(w0, w1, shift);
     hi = __funnelshift_r(w1, w2, shift);
 }
 
-// The bytes [o, o + 4) of the aligned words covering `p`.
-__device__ __forceinline__ unsigned window4(const unsigned char* p) {
-    const unsigned long long a = (unsigned long long)p;
-    const unsigned* w = reinterpret_cast<const unsigned*>(a & ~3ull);
-    return __funnelshift_r(__ldg(w), __ldg(w + 1), (unsigned)a << 3);
+// The bytes [off, off + 4) counted from `words`.
+__device__ __forceinline__ unsigned window4(const unsigned* words, unsigned off) {
+    const unsigned* w = words + ((int)off >> 2);
+    return __funnelshift_r(__ldg(w), __ldg(w + 1), off << 3);
 }
 
 // Byte k of the 8 bytes (lo, hi) as the float 2^23 + byte.
@@ -443,10 +456,9 @@ __device__ __forceinline__ void linear_fast(const DenseU8& d, float sx, float sy
     const float tx = __fadd_rz(sx, kTwo23), ty = __fadd_rz(sy, kTwo23);
     const float a = __fsub_rn(sx, __fsub_rn(tx, kTwo23)), b = __fsub_rn(sy, __fsub_rn(ty, kTwo23));
     const unsigned off = __float_as_uint(ty) * d.s_y32 + __float_as_uint(tx) * CN + d.bias;
-    const unsigned char* r0 = d.img + (int)off;
     unsigned lo0, hi0, lo1, hi1;
-    window8<2 * CN>(r0, lo0, hi0);
-    window8<2 * CN>(r0 + d.s_y, lo1, hi1);
+    window8<2 * CN>(d.words, off, lo0, hi0);
+    window8<2 * CN>(d.words, off + d.s_y32, lo1, hi1);
 #pragma unroll
     for (int c = 0; c < CN; ++c) {
         const float q00 = biased(lo0, hi0, c), q01 = biased(lo0, hi0, CN + c);
@@ -464,7 +476,7 @@ __device__ __forceinline__ void nearest_fast(const DenseU8& d, float sx, float s
                                              unsigned (&v)[CN]) {
     const unsigned bx = __float_as_uint(__fadd_rn(sx, kRound));
     const unsigned by = __float_as_uint(__fadd_rn(sy, kRound));
-    const unsigned px = window4(d.img + (int)(by * d.s_y32 + bx * CN + d.bias));
+    const unsigned px = window4(d.words, by * d.s_y32 + bx * CN + d.bias);
 #pragma unroll
     for (int c = 0; c < CN; ++c) v[c] = px >> (8 * c);
 }
@@ -501,12 +513,12 @@ __device__ __forceinline__ unsigned dense_u8_pixels(const Item<unsigned char>& i
                                                     int body_end, unsigned (&v)[PX][CN]) {
     unsigned rest = 0;
     if (!PERSPECTIVE && count == PX && x0 + PX <= body_end) {
-        const float fy = (float)y;
+        const float fy = (float)y, fx0 = (float)x0;
         const float rx = __fadd_rn(__fmul_rn(fy, it.mf[1]), it.mf[2]);
         const float ry = __fadd_rn(__fmul_rn(fy, it.mf[4]), it.mf[5]);
 #pragma unroll
         for (int p = 0; p < PX; ++p) {
-            const float fx = (float)(x0 + p);
+            const float fx = __fadd_rn(fx0, (float)p);  // exact: x < 2^24
             dense_u8_pixel<LINEAR, CN>(d, __fmaf_rn(it.mf[0], fx, rx), __fmaf_rn(it.mf[3], fx, ry),
                                        border, border_fill, v[p], rest, 1u << p);
         }
@@ -523,26 +535,79 @@ __device__ __forceinline__ unsigned dense_u8_pixels(const Item<unsigned char>& i
     return rest;
 }
 
-// The pixels dense_u8_pixels left (bits of `rest`), through warp_nearest / warp_linear,
-// one at a time and stored as bytes over what the group's store wrote for them: one copy
-// of that code, out of the unrolled per-pixel loop, keeps the loop small in the
-// instruction cache.
+// One linear pixel the fast path left, dense uint8, for images whose offsets fit its
+// 32-bit arithmetic (x_hi not NaN): warp_linear's arithmetic step by step (its float
+// coordinates, taps through border_index, constant taps the border value), with bytes made
+// floats as linear_fast makes them (2^23 + byte). Taps are read as bytes: the words around
+// an edge pixel can reach past the image, and the word reads that avoid that (rows inside
+// the first and last) made the whole kernel slower (benchmarks/NOTES.md). uint8 border
+// values are whole numbers in [0, 255], so 2^23 + bval is exact and the blend stays in
+// [0, 255].
+template <int CN, bool PERSPECTIVE>
+__device__ __forceinline__ void linear_edge(const Item<unsigned char>& it, const DenseU8& d,
+                                            int x, int y, int border, const float (&bval)[4],
+                                            int body_end, unsigned (&v)[CN]) {
+    int ix, iy;
+    float a, b;
+    linear_cell<PERSPECTIVE>(it.mf, x, y, x < body_end, ix, iy, a, b);
+    const unsigned mis = d.bias + kTwo23Bits * (d.s_y32 + (unsigned)CN);  // start in its word
+    float q[2][2][CN];  // tap (row r, column k), channel c, as 2^23 + value
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int by = border_index(iy + r, it.h, border);
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const int bx = border_index(ix + k, it.w, border);
+            if (bx < 0 || by < 0) {
+#pragma unroll
+                for (int c = 0; c < CN; ++c) q[r][k][c] = __fadd_rn(bval[c], kTwo23);
+            } else {
+                const unsigned off = (unsigned)by * d.s_y32 + (unsigned)bx * CN + mis;
+                const unsigned char* px =
+                    reinterpret_cast<const unsigned char*>(d.words) + (int)off;
+#pragma unroll
+                for (int c = 0; c < CN; ++c)
+                    q[r][k][c] = __uint_as_float(kTwo23Bits | __ldg(px + c));
+            }
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+        const float v0 =
+            __fmaf_rn(a, __fsub_rn(q[0][1][c], q[0][0][c]), __fsub_rn(q[0][0][c], kTwo23));
+        const float v1 =
+            __fmaf_rn(a, __fsub_rn(q[1][1][c], q[1][0][c]), __fsub_rn(q[1][0][c], kTwo23));
+        v[c] = __float_as_uint(__fadd_rn(__fmaf_rn(b, __fsub_rn(v1, v0), v0), kRound));
+    }
+}
+
+// The pixels dense_u8_pixels left (bits of `rest`), one at a time, stored as bytes over
+// what the group's store wrote for them: linear through linear_edge where the image's
+// offsets allow, otherwise (and nearest) through warp_linear / warp_nearest. One copy of
+// that code, out of the unrolled per-pixel loop, keeps the loop small in the instruction
+// cache.
 template <bool LINEAR, int CN, bool PERSPECTIVE>
-__device__ __forceinline__ void dense_u8_rest(const Item<unsigned char>& it, unsigned char* out,
-                                              unsigned rest, int x0, int y, int border,
-                                              const float (&bval)[4],
+__device__ __forceinline__ void dense_u8_rest(const Item<unsigned char>& it, const DenseU8& d,
+                                              unsigned char* out, unsigned rest, int x0, int y,
+                                              int border, const float (&bval)[4],
                                               const unsigned char (&border_fill)[CN],
                                               int body_end) {
     while (rest) {
         const int p = __ffs((int)rest) - 1;
         rest &= rest - 1;
         unsigned char u[CN];
-        if (LINEAR)
+        if (LINEAR && d.x_hi == d.x_hi) {
+            unsigned e[CN];
+            linear_edge<CN, PERSPECTIVE>(it, d, x0 + p, y, border, bval, body_end, e);
+#pragma unroll
+            for (int c = 0; c < CN; ++c) u[c] = (unsigned char)e[c];
+        } else if (LINEAR) {
             warp_linear<unsigned char, CN, PERSPECTIVE, true>(it, x0 + p, y, border, bval,
                                                               border_fill, body_end, u);
-        else
+        } else {
             warp_nearest<unsigned char, CN, PERSPECTIVE, true>(it, x0 + p, y, border, bval,
                                                                border_fill, body_end, u);
+        }
 #pragma unroll
         for (int c = 0; c < CN; ++c) out[p * CN + c] = u[c];
     }
@@ -726,9 +791,12 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
 // be 2-D: blockIdx.y then covers rows_per_block * blockDim.y rows, and threadIdx.y takes
 // every blockDim.y-th of them, so a warp can cover a tile of several rows (a rotated
 // tile's taps span fewer source rows than a one-row strip's).
+#ifndef WARP_LB
+#define WARP_LB
+#endif
 #define CUPYPREP_WARP_FLOAT_KERNEL(OP, PERSPECTIVE, NAME, PIXEL, LINEAR)                  \
     template <typename T, int CN, bool DENSE, int PX>                                     \
-    __global__ void cupyprep_warp_##OP##_##NAME(CUPYPREP_WARP_PARAMS) {                   \
+    __global__ void WARP_LB cupyprep_warp_##OP##_##NAME(CUPYPREP_WARP_PARAMS) {           \
         const float bval[4] = {bv0, bv1, bv2, bv3};                                       \
         T border_fill[CN];                                                                \
         for (int c = 0; c < CN; ++c) border_fill[c] = cp::from_float<T>(bval[c]);         \
@@ -750,17 +818,20 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
                 const int x0 = gx * PX, count = min(PX, dw - x0);                         \
                 for (int g = blockIdx.y; g * tile_rows < dh; g += gridDim.y) {            \
                     const int y_end = min(dh, (g + 1) * tile_rows);                       \
-                    for (int y = g * tile_rows + threadIdx.y; y < y_end; y += blockDim.y) { \
-                        T* out = image_out + (cp::i64)y * d_y +                           \
-                                 (cp::i64)x0 * (DENSE ? (cp::i64)CN : d_x);               \
+                    const int y0 = g * tile_rows + (int)threadIdx.y;                      \
+                    T* out = image_out + (cp::i64)y0 * d_y +                              \
+                             (cp::i64)x0 * (DENSE ? (cp::i64)CN : d_x);                   \
+                    const cp::i64 out_step = (cp::i64)blockDim.y * d_y;                   \
+                    for (int y = y0; y < y_end; y += blockDim.y, out += out_step) {        \
                         if constexpr (dense_u8<T, CN, DENSE>::value) {                    \
                             unsigned u[PX][CN];                                           \
                             const unsigned rest = dense_u8_pixels<LINEAR, CN, PERSPECTIVE, PX>( \
                                 it, fast, x0, count, y, border, border_fill, body_end, u); \
                             store_low_bytes<CN, PX>(out, count, u);                       \
                             if (rest)                                                     \
-                                dense_u8_rest<LINEAR, CN, PERSPECTIVE>(it, out, rest, x0, \
-                                                                       y, border, bval,   \
+                                dense_u8_rest<LINEAR, CN, PERSPECTIVE>(it, fast, out,     \
+                                                                       rest, x0, y,       \
+                                                                       border, bval,      \
                                                                        border_fill,       \
                                                                        body_end);         \
                         } else {                                                          \
