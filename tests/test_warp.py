@@ -620,6 +620,34 @@ def test_gpu_torch_random_affine_zero_copy():
                                       cv2_warp(host[n], mats[n].cpu().numpy(), (64, 64), "linear"))
 
 
+@pytest.mark.gpu
+def test_gpu_torch_ragged_lists():
+    """Ragged lists of torch CUDA images (two of them non-contiguous views: padded rows,
+    3 of 4 channels) through warp_affine and align_faces: equal to cv2, returned as torch
+    tensors on the device."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(26)
+    host = [random_image(rng, s + (3,), np.uint8) for s in [(31, 40), (17, 23), (40, 52)]]
+    tensors = [torch.from_numpy(np.pad(host[0], ((0, 0), (0, 0), (0, 1)))).cuda()[:, :, :3],
+               torch.from_numpy(np.pad(host[1], ((0, 0), (0, 5), (0, 0)))).cuda()[:, :23],
+               torch.from_numpy(host[2]).cuda()]
+    assert not tensors[0].is_contiguous() and not tensors[1].is_contiguous()
+    Ms = np.stack([rotation(rng, *h.shape[:2]) for h in host])
+    got = G.warp_affine(tensors, Ms, (20, 24), border_mode="replicate")
+    assert isinstance(got, torch.Tensor) and got.device.type == "cuda"
+    for n in range(3):
+        np.testing.assert_array_equal(got[n].cpu().numpy(),
+                                      cv2_warp(host[n], Ms[n], (20, 24), "linear", "replicate"))
+    lm = np.array([[[12.0, 10.0], [24.0, 11.0], [18.0, 16.0], [13.0, 22.0], [23.0, 23.0]]] * 2)
+    crops, mats = G.align_faces(tensors, lm, np.array([2, 1]), size=(28, 24))
+    assert isinstance(crops, torch.Tensor) and crops.device.type == "cuda"
+    mats = mats.cpu().numpy() if isinstance(mats, torch.Tensor) else np.asarray(
+        mats.get() if hasattr(mats, "get") else mats)
+    for f, k in enumerate([2, 1]):
+        np.testing.assert_array_equal(crops[f].cpu().numpy(),
+                                      cv2_warp(host[k], mats[f], (28, 24), "linear"))
+
+
 def test_cv2compat_warps_match_cv2():
     from cupyprep import cv2compat
 
