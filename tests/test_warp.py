@@ -648,6 +648,32 @@ def test_gpu_torch_ragged_lists():
                                       cv2_warp(host[k], mats[f], (28, 24), "linear"))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("channels", [3, 4])
+def test_gpu_dense_uint8_offsets_past_int32(channels):
+    """A dense uint8 image whose rows lie 2^31 bytes apart: its byte offsets do not fit the
+    fast path's 32-bit arithmetic, so every pixel takes warp_linear / warp_nearest (64-bit
+    offsets). Equal to cv2 for nearest and linear, constant and replicate borders."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(27)
+    host = random_image(rng, (1, 2, 8, channels), np.uint8)
+    row = 2**31
+    base = cupy.zeros(row + 64, cupy.uint8)
+    base[:8 * channels] = cupy.asarray(host[0, 0].ravel())
+    base[row:row + 8 * channels] = cupy.asarray(host[0, 1].ravel())
+    src = cupy.lib.stride_tricks.as_strided(base, (1, 2, 8, channels), (row + 64, row, channels, 1))
+    np.testing.assert_array_equal(src.get(), host)
+    M = np.array([[[0.9, 0.2, 0.4], [-0.1, 0.8, 0.3]]])
+    for interpolation in ("nearest", "linear"):
+        for border in ("constant", "replicate"):
+            out = cupy.full((1, 3, 9, channels), 7, cupy.uint8)
+            res = G.warp_affine(src, M, (3, 9), interpolation=interpolation, border_mode=border,
+                                border_value=99, out=out)
+            np.testing.assert_array_equal(res.get()[0], cv2_warp(host[0], M[0], (3, 9), interpolation,
+                                                                 border, 99))
+    del base, src
+
+
 def test_cv2compat_warps_match_cv2():
     from cupyprep import cv2compat
 
