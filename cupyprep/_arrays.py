@@ -129,6 +129,19 @@ def _is_torch(x) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+def prepare_list(images, name):
+    """A list of images: ``(prepared, arrays)``, ``prepared`` classifying ``images[0]`` and
+    ``arrays`` its array followed by the others converted like it (torch CUDA images as
+    :class:`TensorView`: a kernel over a ragged batch needs only their pointers and strides,
+    not a DLPack exchange each)."""
+    if len(images) == 0:
+        raise ValueError(f"{name}: expected at least one image (pass an empty NHWC array "
+                         "for an empty batch)")
+    first = prepare(images[0], f"{name}[0]")
+    return first, [first.array] + [first.convert_image(im, f"{name}[{i}]")
+                                   for i, im in enumerate(images[1:], 1)]
+
+
 def to_host(x) -> np.ndarray:
     """An array of any supported kind as NumPy (a device-to-host copy for cupy and CUDA
     tensors; NumPy arrays as they are)."""
@@ -322,14 +335,13 @@ def _from_torch(tensor):
     import torch
 
     t = tensor.detach()
-    unsigned_wide = t.dtype in (torch.uint16, torch.uint32, torch.uint64)
-    if unsigned_wide:
-        # DLPack consumers differ on unsigned 16/32/64-bit; reinterpret through the signed twin
-        t = t.view(_int_twin(t.dtype))
+    twin = _int_twin(t.dtype)
+    if twin is not None:  # reinterpreted through the signed twin
+        t = t.view(twin)
     with cupy.cuda.Device(t.device.index):
         with cupy_stream(torch.cuda.current_stream(t.device).cuda_stream):
             arr = cupy.from_dlpack(t)
-    return arr.view(_numpy_dtype(tensor.dtype)) if unsigned_wide else arr
+    return arr.view(_numpy_dtype(tensor.dtype)) if twin is not None else arr
 
 
 class TensorView:
@@ -359,9 +371,11 @@ class TensorView:
 
 
 def _int_twin(dtype):
+    """The signed torch dtype of the same width for uint16 / 32 / 64 (None for others):
+    DLPack consumers differ on those unsigned types."""
     import torch
 
-    return {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}[dtype]
+    return {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}.get(dtype)
 
 
 def _numpy_dtype(dtype):

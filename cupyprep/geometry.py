@@ -541,14 +541,7 @@ def _gather_images(images, name):
     """``(prepared_first, arrays or batch, uniform, geometry tuple)`` for an image argument:
     HW, HWC, NHWC or a list of HW / HWC images."""
     if isinstance(images, (list, tuple)):
-        if len(images) == 0:
-            raise ValueError(f"{name}: expected at least one image (pass an empty NHWC array "
-                             "for an empty batch)")
-        first = _arrays.prepare(images[0], f"{name}[0]")
-        # torch CUDA images after the first as TensorViews: the kernel needs only their
-        # pointers and strides, not a DLPack exchange each
-        arrays = [first.array] + [first.convert_image(im, f"{name}[{i}]")
-                                  for i, im in enumerate(images[1:], 1)]
+        first, arrays = _arrays.prepare_list(images, name)
         dtype = _validate.dtype_in(f"{name}[0]", arrays[0], WARP_DTYPES)
         ndim = arrays[0].ndim
         for i, a in enumerate(arrays):

@@ -108,7 +108,7 @@ def from_torch(t):
         raise TypeError(f"t: expected a CPU or CUDA tensor, got {_arrays.describe(t)}")
     import cupy
 
-    twin = _arrays._int_twin(t.dtype) if t.dtype in (torch.uint16, torch.uint32, torch.uint64) else None
+    twin = _arrays._int_twin(t.dtype)
     with cupy.cuda.Device(t.device.index):
         if twin is not None:
             arr = cupy.from_dlpack(t.view(twin))

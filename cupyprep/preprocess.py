@@ -210,12 +210,7 @@ def _clip(out, hi):
 def _gather(images):
     """Read the images argument: ``(prepared_first, arrays, uniform)``."""
     if isinstance(images, (list, tuple)):
-        if len(images) == 0:
-            raise ValueError("images: expected at least one image (pass an empty NHWC array "
-                             "for an empty batch)")
-        first = _arrays.prepare(images[0], "images[0]")
-        arrays = [first.array] + [first.convert_image(im, f"images[{i}]")
-                                  for i, im in enumerate(images[1:], 1)]
+        first, arrays = _arrays.prepare_list(images, "images")
         return first, arrays, False
     first = _arrays.prepare(images, "images")
     arr = first.array

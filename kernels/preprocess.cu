@@ -98,8 +98,8 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS) {
 #pragma unroll
                             for (int c = 0; c < CN; ++c) v[c] = pad[c];
                         }
-                        cp::store_normalized<TOut, CN>(q + j * d_x, d_c, v, swap_rb, scale, mean,
-                                                   inv_std);
+                        cp::store_normalized<TOut, CN>(q + j * d_x, d_c, v, swap_rb, scale,
+                                                       mean, inv_std);
                     }
                 }
             }
