@@ -13,6 +13,7 @@ __all__ = [
     "size_hw",
     "dtype_in",
     "image_layout",
+    "list_image",
     "per_channel",
     "number",
     "ImageGeometry",
@@ -62,6 +63,26 @@ def number(name, value):
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
         raise TypeError(f"{name}: expected a number, got {value!r}")
     return float(value)
+
+
+def list_image(name, i, array, first, same_ndim=True):
+    """Image ``i`` of the list ``name``, checked against image 0 (``first``): HW or HWC,
+    non-empty, with ``first``'s dtype and channel count (an HW image counts one channel)
+    and, with ``same_ndim``, ``first``'s form (both HW or both HWC). Returns its channel
+    count. ``list_image(name, 0, a, a)`` checks the first image itself."""
+    where = f"{name}[{i}]"
+    if array.ndim not in (2, 3) or (same_ndim and array.ndim != first.ndim):
+        like = f" like {name}[0]" if i else ""
+        raise ValueError(f"{where}: expected an HWC (or HW) image{like}, got {describe(array)}")
+    c = array.shape[2] if array.ndim == 3 else 1
+    c0 = first.shape[2] if first.ndim == 3 else 1
+    if array.dtype != first.dtype:
+        raise TypeError(f"{where}: expected dtype {first.dtype} like {name}[0], got {describe(array)}")
+    if c != c0:
+        raise ValueError(f"{where}: expected {c0} channels like {name}[0], got {describe(array)}")
+    if array.shape[0] <= 0 or array.shape[1] <= 0:
+        raise ValueError(f"{where}: expected a non-empty image, got {describe(array)}")
+    return c
 
 
 def per_channel(name, value, channels, default):

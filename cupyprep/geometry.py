@@ -542,21 +542,12 @@ def _gather_images(images, name):
     HW, HWC, NHWC or a list of HW / HWC images."""
     if isinstance(images, (list, tuple)):
         first, arrays = _arrays.prepare_list(images, name)
-        dtype = _validate.dtype_in(f"{name}[0]", arrays[0], WARP_DTYPES)
-        ndim = arrays[0].ndim
-        for i, a in enumerate(arrays):
-            if a.ndim not in (2, 3) or a.ndim != ndim:
-                raise ValueError(f"{name}[{i}]: expected an HWC (or HW) image like {name}[0], "
-                                 f"got {_arrays.describe(a)}")
-            if a.dtype != dtype:
-                raise TypeError(f"{name}[{i}]: expected dtype {dtype} like {name}[0], got {_arrays.describe(a)}")
-            if a.shape[2:] != arrays[0].shape[2:]:
-                raise ValueError(f"{name}[{i}]: expected {arrays[0].shape[2:]} channels like "
-                                 f"{name}[0], got {_arrays.describe(a)}")
-            if a.shape[0] <= 0 or a.shape[1] <= 0:
-                raise ValueError(f"{name}[{i}]: expected a non-empty image, got {_arrays.describe(a)}")
-        c = arrays[0].shape[2] if ndim == 3 else 1
-        return first, arrays, False, (len(arrays), c, ndim == 3)
+        _validate.dtype_in(f"{name}[0]", arrays[0], WARP_DTYPES)
+        # the output has a channel axis or not as the images do: one form for the list
+        c = _validate.list_image(name, 0, arrays[0], arrays[0])
+        for i, a in enumerate(arrays[1:], 1):
+            _validate.list_image(name, i, a, arrays[0])
+        return first, arrays, False, (len(arrays), c, arrays[0].ndim == 3)
     first = _arrays.prepare(images, name)
     arr = first.array
     _validate.dtype_in(name, arr, WARP_DTYPES)

@@ -222,19 +222,6 @@ def _gather(images):
                      f"got {_arrays.describe(arr)}")
 
 
-def _check_image(name, arr, dtype, channels):
-    if arr.ndim not in (2, 3):
-        raise ValueError(f"{name}: expected an HWC (or HW) image, got {_arrays.describe(arr)}")
-    c = arr.shape[2] if arr.ndim == 3 else 1
-    if dtype is not None and arr.dtype != dtype:
-        raise TypeError(f"{name}: expected dtype {dtype} like images[0], got {_arrays.describe(arr)}")
-    if channels is not None and c != channels:
-        raise ValueError(f"{name}: expected {channels} channels like images[0], got {_arrays.describe(arr)}")
-    if arr.shape[0] <= 0 or arr.shape[1] <= 0:
-        raise ValueError(f"{name}: expected a non-empty image, got {_arrays.describe(arr)}")
-    return c
-
-
 def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolation="linear",
                pad_value=114, mean=None, std=None, scale=1 / 255, swap_rb=True, layout="NCHW",
                dtype="float32", out=None):
@@ -305,9 +292,10 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         sizes = [(geo.h, geo.w)] * n
     else:
         in_dtype = _validate.dtype_in("images[0]", arrays[0], PREPROCESS_DTYPES)
-        c = _check_image("images[0]", arrays[0], None, None)
+        # an HW image and an HxWx1 one may share a batch: the output has channels anyway
+        c = _validate.list_image("images", 0, arrays[0], arrays[0])
         for i, a in enumerate(arrays[1:], 1):
-            _check_image(f"images[{i}]", a, in_dtype, c)
+            _validate.list_image("images", i, a, arrays[0], same_ndim=False)
         n = len(arrays)
         sizes = [a.shape[:2] for a in arrays]
     if c == 2:

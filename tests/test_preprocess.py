@@ -125,6 +125,8 @@ def test_meta_round_trip_and_corners():
         (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), resize_size=10), ValueError, ["resize_size", "center_crop"]),
         (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), layout="CHW"), ValueError, ["layout"]),
         (lambda: cupyprep.preprocess([np.zeros((0, 4, 3), np.uint8)], (8, 8)), ValueError, ["images[0]", "non-empty"]),
+        (lambda: cupyprep.preprocess([np.zeros((4, 4, 3), np.uint8), np.zeros((4, 4, 3, 1), np.uint8)], (8, 8)),
+         ValueError, ["images[1]", "HWC (or HW)"]),
         (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), pad_value=(1, 2)), ValueError, ["pad_value"]),
         (lambda: cupyprep.preprocess("frames", (8, 8)), TypeError, ["images"]),
     ],

@@ -189,6 +189,16 @@ def test_cpu_torch_round_trip_and_inverse_map():
     (dict(border_mode="mirror"), ValueError, ["border_mode", "mirror"]),
     (dict(border_value=(1, 2)), ValueError, ["border_value"]),
     (dict(out=np.zeros((3, 3), np.uint8)), ValueError, ["out", "shape"]),
+    # lists: each image against the first
+    (dict(img=[np.zeros((6, 6, 3), np.uint8), np.zeros((6, 6, 3), np.float32)]), TypeError,
+     ["img[1]", "uint8", "float32"]),
+    (dict(img=[np.zeros((6, 6, 3), np.uint8), np.zeros((6, 6, 4), np.uint8)]), ValueError,
+     ["img[1]", "3 channels"]),
+    (dict(img=[np.zeros((6, 6, 1), np.uint8), np.zeros((6, 6), np.uint8)]), ValueError,
+     ["img[1]", "HWC (or HW)", "img[0]"]),
+    (dict(img=[np.zeros((6, 6, 3), np.uint8), np.zeros((0, 6, 3), np.uint8)]), ValueError,
+     ["img[1]", "non-empty"]),
+    (dict(img=[np.zeros((6, 6, 3, 1), np.uint8)]), ValueError, ["img[0]", "HWC (or HW)"]),
 ])
 def test_bad_input(kwargs, exc, words):
     args = dict(img=np.zeros((2, 6, 6, 3), np.uint8), M=np.eye(3)[:2], size=(4, 4))
