@@ -13,7 +13,7 @@ __all__ = [
     "size_hw",
     "dtype_in",
     "image_layout",
-    "list_image",
+    "list_images",
     "per_channel",
     "number",
     "ImageGeometry",
@@ -65,11 +65,17 @@ def number(name, value):
     return float(value)
 
 
-def list_image(name, i, array, first, same_ndim=True):
-    """Image ``i`` of the list ``name``, checked against image 0 (``first``): HW or HWC,
-    non-empty, with ``first``'s dtype and channel count (an HW image counts one channel)
-    and, with ``same_ndim``, ``first``'s form (both HW or both HWC). Returns its channel
-    count. ``list_image(name, 0, a, a)`` checks the first image itself."""
+def list_images(name, arrays, same_ndim=True):
+    """The images of the list ``name``, each checked against the first (which is checked
+    itself): HW or HWC, non-empty, with the first's dtype and channel count (an HW image
+    counts one channel) and, with ``same_ndim``, its form (all HW or all HWC). Returns the
+    channel count."""
+    for i, a in enumerate(arrays):
+        c = _list_image(name, i, a, arrays[0], same_ndim)
+    return c
+
+
+def _list_image(name, i, array, first, same_ndim):
     where = f"{name}[{i}]"
     if array.ndim not in (2, 3) or (same_ndim and array.ndim != first.ndim):
         like = f" like {name}[0]" if i else ""

@@ -544,9 +544,7 @@ def _gather_images(images, name):
         first, arrays = _arrays.prepare_list(images, name)
         _validate.dtype_in(f"{name}[0]", arrays[0], WARP_DTYPES)
         # the output has a channel axis or not as the images do: one form for the list
-        c = _validate.list_image(name, 0, arrays[0], arrays[0])
-        for i, a in enumerate(arrays[1:], 1):
-            _validate.list_image(name, i, a, arrays[0])
+        c = _validate.list_images(name, arrays)
         return first, arrays, False, (len(arrays), c, arrays[0].ndim == 3)
     first = _arrays.prepare(images, name)
     arr = first.array

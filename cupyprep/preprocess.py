@@ -293,9 +293,7 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     else:
         in_dtype = _validate.dtype_in("images[0]", arrays[0], PREPROCESS_DTYPES)
         # an HW image and an HxWx1 one may share a batch: the output has channels anyway
-        c = _validate.list_image("images", 0, arrays[0], arrays[0])
-        for i, a in enumerate(arrays[1:], 1):
-            _validate.list_image("images", i, a, arrays[0], same_ndim=False)
+        c = _validate.list_images("images", arrays, same_ndim=False)
         n = len(arrays)
         sizes = [a.shape[:2] for a in arrays]
     if c == 2:

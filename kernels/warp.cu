@@ -449,6 +449,15 @@ __device__ __forceinline__ float biased(unsigned lo, unsigned hi, int k) {
     return __uint_as_float(__byte_perm(k < 4 ? lo : hi, kTwo23Bits, 0x7440u + (k & 3)));
 }
 
+// warp_linear's blend of four taps given as 2^23 + value (row, column): the low byte of
+// the result is the rounded pixel.
+__device__ __forceinline__ unsigned blend_biased(float a, float b, float q00, float q01,
+                                                 float q10, float q11) {
+    const float v0 = __fmaf_rn(a, __fsub_rn(q01, q00), __fsub_rn(q00, kTwo23));
+    const float v1 = __fmaf_rn(a, __fsub_rn(q11, q10), __fsub_rn(q10, kTwo23));
+    return __float_as_uint(__fadd_rn(__fmaf_rn(b, __fsub_rn(v1, v0), v0), kRound));
+}
+
 // One interior pixel, linear: v[c]'s low byte is the result.
 template <int CN>
 __device__ __forceinline__ void linear_fast(const DenseU8& d, float sx, float sy,
@@ -463,9 +472,7 @@ __device__ __forceinline__ void linear_fast(const DenseU8& d, float sx, float sy
     for (int c = 0; c < CN; ++c) {
         const float q00 = biased(lo0, hi0, c), q01 = biased(lo0, hi0, CN + c);
         const float q10 = biased(lo1, hi1, c), q11 = biased(lo1, hi1, CN + c);
-        const float v0 = __fmaf_rn(a, __fsub_rn(q01, q00), __fsub_rn(q00, kTwo23));
-        const float v1 = __fmaf_rn(a, __fsub_rn(q11, q10), __fsub_rn(q10, kTwo23));
-        v[c] = __float_as_uint(__fadd_rn(__fmaf_rn(b, __fsub_rn(v1, v0), v0), kRound));
+        v[c] = blend_biased(a, b, q00, q01, q10, q11);
     }
 }
 
@@ -572,13 +579,8 @@ __device__ __forceinline__ void linear_edge(const Item<unsigned char>& it, const
         }
     }
 #pragma unroll
-    for (int c = 0; c < CN; ++c) {
-        const float v0 =
-            __fmaf_rn(a, __fsub_rn(q[0][1][c], q[0][0][c]), __fsub_rn(q[0][0][c], kTwo23));
-        const float v1 =
-            __fmaf_rn(a, __fsub_rn(q[1][1][c], q[1][0][c]), __fsub_rn(q[1][0][c], kTwo23));
-        v[c] = __float_as_uint(__fadd_rn(__fmaf_rn(b, __fsub_rn(v1, v0), v0), kRound));
-    }
+    for (int c = 0; c < CN; ++c)
+        v[c] = blend_biased(a, b, q[0][0][c], q[0][1][c], q[1][0][c], q[1][1][c]);
 }
 
 // The pixels dense_u8_pixels left (bits of `rest`), one at a time, stored as bytes over
