@@ -70,25 +70,25 @@ def list_images(name, arrays, same_ndim=True):
     itself): HW or HWC, non-empty, with the first's dtype and channel count (an HW image
     counts one channel) and, with ``same_ndim``, its form (all HW or all HWC). Returns the
     channel count."""
+    first = arrays[0]
+    c0 = first.shape[2] if first.ndim == 3 else 1
     for i, a in enumerate(arrays):
-        c = _list_image(name, i, a, arrays[0], same_ndim)
-    return c
+        _list_image(name, i, a, first, c0, same_ndim)
+    return c0
 
 
-def _list_image(name, i, array, first, same_ndim):
+def _list_image(name, i, array, first, c0, same_ndim):
     where = f"{name}[{i}]"
     if array.ndim not in (2, 3) or (same_ndim and array.ndim != first.ndim):
         like = f" like {name}[0]" if i else ""
         raise ValueError(f"{where}: expected an HWC (or HW) image{like}, got {describe(array)}")
     c = array.shape[2] if array.ndim == 3 else 1
-    c0 = first.shape[2] if first.ndim == 3 else 1
     if array.dtype != first.dtype:
         raise TypeError(f"{where}: expected dtype {first.dtype} like {name}[0], got {describe(array)}")
     if c != c0:
         raise ValueError(f"{where}: expected {c0} channels like {name}[0], got {describe(array)}")
     if array.shape[0] <= 0 or array.shape[1] <= 0:
         raise ValueError(f"{where}: expected a non-empty image, got {describe(array)}")
-    return c
 
 
 def per_channel(name, value, channels, default):

@@ -793,12 +793,9 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
 // be 2-D: blockIdx.y then covers rows_per_block * blockDim.y rows, and threadIdx.y takes
 // every blockDim.y-th of them, so a warp can cover a tile of several rows (a rotated
 // tile's taps span fewer source rows than a one-row strip's).
-#ifndef WARP_LB
-#define WARP_LB
-#endif
 #define CUPYPREP_WARP_FLOAT_KERNEL(OP, PERSPECTIVE, NAME, PIXEL, LINEAR)                  \
     template <typename T, int CN, bool DENSE, int PX>                                     \
-    __global__ void WARP_LB cupyprep_warp_##OP##_##NAME(CUPYPREP_WARP_PARAMS) {           \
+    __global__ void cupyprep_warp_##OP##_##NAME(CUPYPREP_WARP_PARAMS) {                   \
         const float bval[4] = {bv0, bv1, bv2, bv3};                                       \
         T border_fill[CN];                                                                \
         for (int c = 0; c < CN; ++c) border_fill[c] = cp::from_float<T>(bval[c]);         \
