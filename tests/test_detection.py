@@ -436,8 +436,16 @@ def test_kernel_multiclass(kernels, case):
         scores = scores[:, :, 0].astype(np.float16)
     if case == "no_threshold":
         kw.update(score_threshold=None, top_k=None, max_detections=8)
-    ref = det.multiclass_nms(boxes, scores, **kw)
+    # the NumPy backend directly (under emulation the public op would run the kernels too)
+    s3 = scores if scores.ndim == 3 else scores[:, :, None]
+    idx, cls, counts = cpu.multiclass_nms(boxes, s3, kw["iou_threshold"], kw["score_threshold"], kw["top_k"],
+                                          kw["max_detections"], kw.get("class_agnostic", False))
+    valid, rows = idx >= 0, np.arange(B)[:, None]
+    safe = np.where(valid, idx, 0)
+    ref = det.Detections(counts, np.where(valid[..., None], boxes[rows, safe], 0).astype(boxes.dtype),
+                         np.where(valid, s3[rows, safe, np.where(valid, cls, 0)], 0).astype(scores.dtype), cls, idx)
     got = det.multiclass_nms(kernels.put(boxes), kernels.put(scores), **kw)
+    assert counts.sum() > 0
     for name, a, b in zip(ref._fields, got, ref):
         np.testing.assert_array_equal(kernels.get(a), b, err_msg=name)
 
@@ -457,7 +465,7 @@ def test_kernel_roi_align_equals_cpu(kernels, dtype, aligned, sampling_ratio):
     feat = rng.standard_normal((2, 3, 9, 11)).astype(dtype)
     rois = roi_table(rng, 6, 2, 40)
     rois[0, 0] = 2  # outside the batch: zeros
-    ref = det.roi_align(feat, rois, (3, 2), 0.25, sampling_ratio, aligned)
+    ref = cpu.roi_align(feat, rois, (3, 2), 0.25, sampling_ratio, aligned).astype(dtype)
     got = kernels.get(det.roi_align(kernels.put(feat), kernels.put(rois), (3, 2), 0.25, sampling_ratio, aligned))
     assert got.dtype == dtype
     np.testing.assert_array_equal(got, ref)
@@ -468,7 +476,9 @@ def test_kernel_roi_align_list_rois_non_contiguous(kernels):
     feat = rng.standard_normal((2, 9, 11, 4)).astype(np.float32)
     nchw = np.moveaxis(feat, 3, 1)  # (2, 4, 9, 11) with channel stride 1
     boxes = [roi_table(rng, 3, 1, 40)[:, 1:], roi_table(rng, 2, 1, 40)[:, 1:]]
-    ref = det.roi_align(np.ascontiguousarray(nchw), boxes, 2, 0.25, 2, True)
+    table = np.concatenate([np.concatenate([np.full((len(b), 1), i, np.float32), b], 1)
+                            for i, b in enumerate(boxes)])
+    ref = cpu.roi_align(np.ascontiguousarray(nchw), table, (2, 2), 0.25, 2, True)
     got = det.roi_align(np.moveaxis(kernels.put(feat), 3, 1), [kernels.put(b) for b in boxes], 2, 0.25, 2, True)
     np.testing.assert_array_equal(kernels.get(got), ref)
 
