@@ -790,6 +790,11 @@ def _rois_table(call, rois):
     return a
 
 
+# roi_align launch: threads per block, and outputs per block (channels of one roi)
+_ROI_BLOCK = 128
+_ROI_ITEMS_PER_BLOCK = 1024
+
+
 def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False):
     """RoI Align forward, as ``torchvision.ops.roi_align``.
 
@@ -840,14 +845,17 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
     table = _rois_table(call, rois)
     N, C, H, W = f.shape
     K = table.shape[0]
+    if PH * PW >= 2**31:
+        raise ValueError(f"output_size: expected fewer than 2**31 bins, got {PH} x {PW}")
+    if K >= 2**31:
+        raise ValueError(f"rois: expected fewer than 2**31 rois, got {K}")
     if not call.device:
         res = cpu.roi_align(np.asarray(f), np.asarray(table, np.float32), (PH, PW), scale,
                             int(sampling_ratio), bool(aligned))
         return call.result(res.astype(dtype))
     with call.launch():
         native, out = call.output(None, (K, C, PH, PW), dtype)
-        total = K * C * PH * PW
-        if total == 0:
+        if K * C * PH * PW == 0:
             return native
         if table.dtype != np.float32:
             table = table.astype(np.float32)
@@ -855,7 +863,10 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
         fs = _arrays.element_strides(f, "features")
         i32, i64 = np.int32, np.int64
         fn = _kernels.get_function("roi_align.cu", f"cupyprep_roi_align<{_t(dtype)}, {_b(aligned)}>")
-        launch_1d(fn, total, (f, i64(fs[0]), i64(fs[1]), i64(fs[2]), i64(fs[3]), i32(N), i32(C), i32(H),
-                              i32(W), table, i64(rs[0]), i64(rs[1]), np.float32(scale), i32(PH), i32(PW),
-                              i32(sampling_ratio), i64(total), out))
+        # a block per roi and chunk of channels, rois fastest (see kernels/roi_align.cu)
+        c_chunk = max(1, min(C, _ROI_ITEMS_PER_BLOCK // (PH * PW)))
+        grid = (K, min(-(-C // c_chunk), 65535))
+        fn(grid, (_ROI_BLOCK,), (f, i64(fs[0]), i64(fs[1]), i64(fs[2]), i64(fs[3]), i32(N), i32(C), i32(H),
+                                 i32(W), table, i64(rs[0]), i64(rs[1]), np.float32(scale), i32(PH), i32(PW),
+                                 i32(sampling_ratio), i32(K), i32(c_chunk), out))
     return native

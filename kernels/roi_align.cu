@@ -1,45 +1,86 @@
 // RoI Align forward, torchvision.ops.roi_align semantics.
 //
-// cupyprep_roi_align<T, ALIGNED>: one thread per output element (k, c, ph, pw) of the
-// (K, C, PH, PW) output. rois: (K, 5) float32 rows (image index, x1, y1, x2, y2).
-// Arithmetic is torchvision's CUDA kernel in float32, every operation rounded separately;
-// float16 features are read exactly and the mean is rounded to float16 once.
+// cupyprep_roi_align<T, ALIGNED>: a block takes one roi (blockIdx.x) and a chunk of
+// c_chunk channels (blockIdx.y, looping past the grid); its threads make the chunk's
+// outputs (c, ph, pw) of the (K, C, PH, PW) output. rois: (K, 5) float32 rows (image
+// index, x1, y1, x2, y2). Arithmetic is torchvision's CUDA kernel in float32, every
+// operation rounded separately; float16 features are read exactly and the mean is rounded
+// to float16 once.
+//
+// Rois vary fastest across the grid, so the blocks resident at one time read the same few
+// channels of every image: those planes stay in the L2 cache while all the rois that
+// overlap them are pooled.
+//
+// A sample's position, taps and weights along y depend only on (ph, iy), along x only on
+// (pw, ix), and neither on the channel: the block works them out once per roi into shared
+// memory (when the roi's PH * grid_h and PW * grid_w fit) and every channel reads them
+// there; torchvision computes them again for every output element. Rois whose adaptive
+// grids do not fit compute them per output, with the same arithmetic.
 #include "common.cuh"
 
 namespace {
 
+// Per-axis table entries in shared memory (sampling ratio 2 with 7 x 7 bins needs 14).
+constexpr int kRoiAxisCap = 128;
+
+// One axis of a sample: torchvision's bilinear rules along it. lo / hi: the two taps'
+// indices; l: the weight of hi (1 - l that of lo), or -1 where the coordinate lies outside
+// [-1, size] (NaN included), which makes the whole sample 0.
+struct AxisTaps {
+    int lo, hi;
+    float l;
+};
+
+// Sample i (of grid) of bin p along an axis starting at `start` with bins of `bin`.
+__device__ __forceinline__ AxisTaps axis_taps(float start, float bin, int p, int i, int grid,
+                                              int size) {
+    const float v0 = __fadd_rn(start, __fmul_rn((float)p, bin));
+    float v = __fadd_rn(v0, __fdiv_rn(__fmul_rn((float)i + 0.5f, bin), (float)grid));
+    AxisTaps t{0, 0, -1.0f};
+    if (!(v >= -1.0f && v <= (float)size)) return t;
+    if (v <= 0.0f) v = 0.0f;
+    t.lo = (int)v;
+    if (t.lo >= size - 1) {
+        t.hi = t.lo = size - 1;
+        v = (float)t.lo;
+    } else {
+        t.hi = t.lo + 1;
+    }
+    t.l = __fsub_rn(v, (float)t.lo);
+    return t;
+}
+
+// torchvision's bilinear_interpolate: 0 unless both axes are inside.
 template <typename T>
-__device__ __forceinline__ float bilinear(const T* img, cp::i64 s_y, cp::i64 s_x, int height,
-                                          int width, float y, float x) {
-    // !(in range) so that NaN coordinates also give 0
-    if (!(y >= -1.0f && y <= (float)height && x >= -1.0f && x <= (float)width)) return 0.0f;
-    if (y <= 0.0f) y = 0.0f;
-    if (x <= 0.0f) x = 0.0f;
-    int y_low = (int)y, x_low = (int)x, y_high, x_high;
-    if (y_low >= height - 1) {
-        y_high = y_low = height - 1;
-        y = (float)y_low;
-    } else {
-        y_high = y_low + 1;
-    }
-    if (x_low >= width - 1) {
-        x_high = x_low = width - 1;
-        x = (float)x_low;
-    } else {
-        x_high = x_low + 1;
-    }
-    const float ly = __fsub_rn(y, (float)y_low), lx = __fsub_rn(x, (float)x_low);
-    const float hy = __fsub_rn(1.0f, ly), hx = __fsub_rn(1.0f, lx);
-    const float v1 = cp::to_float(img[y_low * s_y + x_low * s_x]);
-    const float v2 = cp::to_float(img[y_low * s_y + x_high * s_x]);
-    const float v3 = cp::to_float(img[y_high * s_y + x_low * s_x]);
-    const float v4 = cp::to_float(img[y_high * s_y + x_high * s_x]);
-    const float w1 = __fmul_rn(hy, hx), w2 = __fmul_rn(hy, lx);
-    const float w3 = __fmul_rn(ly, hx), w4 = __fmul_rn(ly, lx);
+__device__ __forceinline__ float sample(const T* img, cp::i64 s_y, cp::i64 s_x, const AxisTaps& y,
+                                        const AxisTaps& x) {
+    if (!(y.l >= 0.0f && x.l >= 0.0f)) return 0.0f;
+    const cp::i64 r0 = (cp::i64)y.lo * s_y, r1 = (cp::i64)y.hi * s_y;
+    const cp::i64 c0 = (cp::i64)x.lo * s_x, c1 = (cp::i64)x.hi * s_x;
+    const float v1 = cp::to_float(img[r0 + c0]);
+    const float v2 = cp::to_float(img[r0 + c1]);
+    const float v3 = cp::to_float(img[r1 + c0]);
+    const float v4 = cp::to_float(img[r1 + c1]);
+    const float hy = __fsub_rn(1.0f, y.l), hx = __fsub_rn(1.0f, x.l);
+    const float w1 = __fmul_rn(hy, hx), w2 = __fmul_rn(hy, x.l);
+    const float w3 = __fmul_rn(y.l, hx), w4 = __fmul_rn(y.l, x.l);
     float val = __fadd_rn(__fmul_rn(w1, v1), __fmul_rn(w2, v2));
     val = __fadd_rn(val, __fmul_rn(w3, v3));
     return __fadd_rn(val, __fmul_rn(w4, v4));
 }
+
+// A bin's sample taps along one axis for one roi, in shared memory as separate arrays of
+// 32-bit words (lanes reading different entries then fall in different banks).
+struct AxisTable {
+    int lo[kRoiAxisCap], hi[kRoiAxisCap];
+    float l[kRoiAxisCap];
+    __device__ __forceinline__ void put(int t, const AxisTaps& a) {
+        lo[t] = a.lo;
+        hi[t] = a.hi;
+        l[t] = a.l;
+    }
+    __device__ __forceinline__ AxisTaps get(int t) const { return AxisTaps{lo[t], hi[t], l[t]}; }
+};
 
 // ceil(v) as a sample count; not finite or absurd -> 0 (an empty grid)
 __device__ __forceinline__ int grid_count(float v) {
@@ -54,23 +95,15 @@ __global__ void cupyprep_roi_align(const T* __restrict__ features, cp::i64 f_n, 
                                    cp::i64 f_y, cp::i64 f_x, int N, int C, int height, int width,
                                    const float* __restrict__ rois, cp::i64 r_k, cp::i64 r_j,
                                    float spatial_scale, int pooled_h, int pooled_w,
-                                   int sampling_ratio, cp::i64 total, T* __restrict__ out) {
-    const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
-    for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        const int pw = (int)(i % pooled_w);
-        cp::i64 r = i / pooled_w;
-        const int ph = (int)(r % pooled_h);
-        r /= pooled_h;
-        const int c = (int)(r % C);
-        const cp::i64 k = r / C;
-        const float* roi = rois + k * r_k;
+                                   int sampling_ratio, int K, int c_chunk, T* __restrict__ out) {
+    __shared__ AxisTable ys, xs;
+    const int bins = pooled_h * pooled_w;
+    for (int k = blockIdx.x; k < K; k += gridDim.x) {
+        const float* roi = rois + (cp::i64)k * r_k;
         const float bf = roi[0];
         // truncation toward zero, as torchvision's (int) cast; out of the batch: zeros
-        if (!(bf > -1.0f && bf < (float)N)) {
-            out[i] = cp::from_float<T>(0.0f);
-            continue;
-        }
-        const int batch = (int)bf;
+        const bool in_batch = bf > -1.0f && bf < (float)N;
+        const int batch = in_batch ? (int)bf : 0;
         const float offset = ALIGNED ? 0.5f : 0.0f;
         const float start_w = __fsub_rn(__fmul_rn(roi[r_j], spatial_scale), offset);
         const float start_h = __fsub_rn(__fmul_rn(roi[2 * r_j], spatial_scale), offset);
@@ -86,19 +119,41 @@ __global__ void cupyprep_roi_align(const T* __restrict__ features, cp::i64 f_n, 
         const float bin_w = __fdiv_rn(roi_w, (float)pooled_w);
         const int grid_h = sampling_ratio > 0 ? sampling_ratio : grid_count(bin_h);
         const int grid_w = sampling_ratio > 0 ? sampling_ratio : grid_count(bin_w);
-        const int n_samples = grid_h * grid_w;
-        const float count = (float)(n_samples > 1 ? n_samples : 1);
-        const T* img = features + batch * f_n + c * f_c;
-        const float y0 = __fadd_rn(start_h, __fmul_rn((float)ph, bin_h));
-        const float x0 = __fadd_rn(start_w, __fmul_rn((float)pw, bin_w));
-        float acc = 0.0f;
-        for (int iy = 0; iy < grid_h; ++iy) {
-            const float y = __fadd_rn(y0, __fdiv_rn(__fmul_rn((float)iy + 0.5f, bin_h), (float)grid_h));
-            for (int ix = 0; ix < grid_w; ++ix) {
-                const float x = __fadd_rn(x0, __fdiv_rn(__fmul_rn((float)ix + 0.5f, bin_w), (float)grid_w));
-                acc = __fadd_rn(acc, bilinear<T>(img, f_y, f_x, height, width, y, x));
+        const float count = (float)(grid_h * grid_w > 1 ? grid_h * grid_w : 1);
+        const cp::i64 ny = (cp::i64)pooled_h * grid_h, nx = (cp::i64)pooled_w * grid_w;
+        const bool table = in_batch && ny <= kRoiAxisCap && nx <= kRoiAxisCap;
+        __syncthreads();  // the previous roi's table is no longer read
+        if (table) {
+            for (int t = threadIdx.x; t < (int)ny; t += blockDim.x)
+                ys.put(t, axis_taps(start_h, bin_h, t / grid_h, t % grid_h, grid_h, height));
+            for (int t = threadIdx.x; t < (int)nx; t += blockDim.x)
+                xs.put(t, axis_taps(start_w, bin_w, t / grid_w, t % grid_w, grid_w, width));
+        }
+        __syncthreads();
+        for (int c0 = blockIdx.y * c_chunk; c0 < C; c0 += gridDim.y * c_chunk) {
+            const int items = (min(C, c0 + c_chunk) - c0) * bins;
+            for (int j = threadIdx.x; j < items; j += blockDim.x) {
+                const int cl = j / bins, b = j - cl * bins;
+                const int ph = b / pooled_w, pw = b - ph * pooled_w;
+                const int c = c0 + cl;
+                T* o = out + ((cp::i64)k * C + c) * bins + b;
+                if (!in_batch) {
+                    *o = cp::from_float<T>(0.0f);
+                    continue;
+                }
+                const T* img = features + batch * f_n + c * f_c;
+                float acc = 0.0f;
+                for (int iy = 0; iy < grid_h; ++iy) {
+                    const AxisTaps y = table ? ys.get(ph * grid_h + iy)
+                                             : axis_taps(start_h, bin_h, ph, iy, grid_h, height);
+                    for (int ix = 0; ix < grid_w; ++ix) {
+                        const AxisTaps x = table ? xs.get(pw * grid_w + ix)
+                                                 : axis_taps(start_w, bin_w, pw, ix, grid_w, width);
+                        acc = __fadd_rn(acc, sample<T>(img, f_y, f_x, y, x));
+                    }
+                }
+                *o = cp::from_float<T>(__fdiv_rn(acc, count));
             }
         }
-        out[i] = cp::from_float<T>(__fdiv_rn(acc, count));
     }
 }

@@ -271,6 +271,12 @@ def test_cpu_roi_align_out_of_batch_roi_is_zero():
     np.testing.assert_array_equal(out, 0)
 
 
+def test_roi_align_too_many_bins_is_an_error():
+    # the kernel counts a roi's bins in int32
+    with pytest.raises(ValueError, match=r"output_size: expected fewer than 2\*\*31 bins, got 65536 x 32768"):
+        det.roi_align(np.zeros((1, 1, 2, 2), np.float32), np.zeros((1, 5), np.float32), (65536, 32768))
+
+
 # --- the NumPy backend against torchvision (where it imports) ----------------------------------------
 def _torchvision():
     tv = pytest.importorskip("torchvision")
@@ -483,6 +489,26 @@ def test_kernel_roi_align_list_rois_non_contiguous(kernels):
     np.testing.assert_array_equal(kernels.get(got), ref)
 
 
+@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("items", [7, 1024])
+def test_kernel_roi_align_big_adaptive_grids_and_channel_chunks(kernels, monkeypatch, aligned, items):
+    """Rois whose adaptive grids are too long for the block's shared sample table (they
+    compute each sample's taps per output), next to rois that use it; with 7 outputs per
+    block every channel is a block of its own, with 1024 one block takes all 5."""
+    monkeypatch.setattr(det, "_ROI_ITEMS_PER_BLOCK", items)
+    rng = np.random.default_rng(15)
+    feat = rng.standard_normal((2, 5, 23, 31)).astype(np.float32)
+    rois = np.array([[0, -20, -10, 90, 70],     # 110 x 80 px, partly outside: grid 55 x 27
+                     [1, 2.5, 3.0, 9.5, 6.0],    # small: grid 4 x 1
+                     [1, 0, 0, 30, 300],         # grid_h 100 (table too long), grid_w 15
+                     [0, 5, 5, 5, 5],            # empty
+                     [5, 0, 0, 4, 4]], np.float32)  # outside the batch: zeros
+    ref = cpu.roi_align(feat, rois, (3, 2), 1.0, -1, aligned)
+    got = det.roi_align(kernels.put(feat), kernels.put(rois), (3, 2), 1.0, -1, aligned)
+    np.testing.assert_array_equal(kernels.get(got), ref)
+    assert np.abs(ref[:3]).max() > 0 and not ref[4].any()
+
+
 # --- kernels against torchvision (GPU) ---------------------------------------------------------------
 def _cuda(a):
     import torch
@@ -578,13 +604,16 @@ def test_gpu_nms_sync_free_form_under_graph_capture(monkeypatch, op):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("aligned", [False, True])
-def test_gpu_roi_align_equals_torchvision(dtype, aligned):
+@pytest.mark.parametrize("sampling_ratio", [2, -1])
+def test_gpu_roi_align_equals_torchvision(dtype, aligned, sampling_ratio):
+    # sampling_ratio -1: rois up to 67 feature pixels have adaptive grids of up to 10 per
+    # bin, so the longer ones compute their taps per output instead of in the shared table
     tv, torch = _torchvision()
     rng = np.random.default_rng(18)
     feat = rng.standard_normal((2, 16, 50, 68)).astype(np.float32)
     rois = roi_table(rng, 200, 2, 270)
-    ref = tv.ops.roi_align(_cuda(feat), _cuda(rois), 7, 0.25, 2, aligned).cpu().numpy()
-    got = det.roi_align(_cuda(feat.astype(dtype)), _cuda(rois), 7, 0.25, 2, aligned).cpu().numpy()
+    ref = tv.ops.roi_align(_cuda(feat), _cuda(rois), 7, 0.25, sampling_ratio, aligned).cpu().numpy()
+    got = det.roi_align(_cuda(feat.astype(dtype)), _cuda(rois), 7, 0.25, sampling_ratio, aligned).cpu().numpy()
     if dtype == np.float32:
         # torchvision's kernel is compiled with fused multiply-adds in the sample positions
         # (ours rounds each operation, as the CPU backend does): a position differs by up
@@ -594,8 +623,8 @@ def test_gpu_roi_align_equals_torchvision(dtype, aligned):
     else:
         # computed in float32 from exact float16 inputs, rounded once: torchvision's float32
         # result (on the float16-rounded features) rounded to float16, within one half-ulp
-        ref16 = tv.ops.roi_align(_cuda(feat.astype(np.float16).astype(np.float32)), _cuda(rois), 7, 0.25, 2,
-                                 aligned).cpu().numpy().astype(np.float16)
+        ref16 = tv.ops.roi_align(_cuda(feat.astype(np.float16).astype(np.float32)), _cuda(rois), 7, 0.25,
+                                 sampling_ratio, aligned).cpu().numpy().astype(np.float16)
         assert_close(got, ref16, atol=2.0 ** -10, reason="one float16 rounding of a float32 result")
 
 
