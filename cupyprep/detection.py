@@ -790,9 +790,17 @@ def _rois_table(call, rois):
     return a
 
 
-# roi_align launch: threads per block, and outputs per block (channels of one roi)
+# roi_align launch: threads per block, and outputs per block (channels of one roi); the
+# largest in-image offset the kernel's shared tap tables take as int32
 _ROI_BLOCK = 128
 _ROI_ITEMS_PER_BLOCK = 1024
+_ROI_NARROW_LIMIT = 2**31
+
+
+def _divide_magic(d, n_max):
+    """m with n * m >> 32 == n // d for every 0 <= n < n_max (the kernel's ``divide``), or 0
+    where that does not hold (or d < 2) and the kernel divides plainly."""
+    return -(-(2**32) // d) if d >= 2 and n_max * d < 2**32 else 0
 
 
 def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False):
@@ -866,7 +874,11 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
         # a block per roi and chunk of channels, rois fastest (see kernels/roi_align.cu)
         c_chunk = max(1, min(C, _ROI_ITEMS_PER_BLOCK // (PH * PW)))
         grid = (K, min(-(-C // c_chunk), 65535))
+        narrow = (H - 1) * abs(fs[2]) + (W - 1) * abs(fs[3]) < _ROI_NARROW_LIMIT
+        m_bins = _divide_magic(PH * PW, c_chunk * PH * PW)
+        m_pw = _divide_magic(PW, PH * PW)
         fn(grid, (_ROI_BLOCK,), (f, i64(fs[0]), i64(fs[1]), i64(fs[2]), i64(fs[3]), i32(N), i32(C), i32(H),
                                  i32(W), table, i64(rs[0]), i64(rs[1]), np.float32(scale), i32(PH), i32(PW),
-                                 i32(sampling_ratio), i32(K), i32(c_chunk), out))
+                                 i32(sampling_ratio), i32(K), i32(c_chunk), i32(narrow), np.uint32(m_bins),
+                                 np.uint32(m_pw), out))
     return native

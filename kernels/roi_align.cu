@@ -14,8 +14,9 @@
 // A sample's position, taps and weights along y depend only on (ph, iy), along x only on
 // (pw, ix), and neither on the channel: the block works them out once per roi into shared
 // memory (when the roi's PH * grid_h and PW * grid_w fit) and every channel reads them
-// there; torchvision computes them again for every output element. Rois whose adaptive
-// grids do not fit compute them per output, with the same arithmetic.
+// there, as 32-bit offsets; torchvision computes them again for every output element. Rois
+// whose adaptive grids do not fit, and images whose offsets need 64 bits, compute them per
+// output with the same arithmetic.
 #include "common.cuh"
 
 namespace {
@@ -50,37 +51,43 @@ __device__ __forceinline__ AxisTaps axis_taps(float start, float bin, int p, int
     return t;
 }
 
-// torchvision's bilinear_interpolate: 0 unless both axes are inside.
-template <typename T>
-__device__ __forceinline__ float sample(const T* img, cp::i64 s_y, cp::i64 s_x, const AxisTaps& y,
-                                        const AxisTaps& x) {
-    if (!(y.l >= 0.0f && x.l >= 0.0f)) return 0.0f;
-    const cp::i64 r0 = (cp::i64)y.lo * s_y, r1 = (cp::i64)y.hi * s_y;
-    const cp::i64 c0 = (cp::i64)x.lo * s_x, c1 = (cp::i64)x.hi * s_x;
-    const float v1 = cp::to_float(img[r0 + c0]);
-    const float v2 = cp::to_float(img[r0 + c1]);
-    const float v3 = cp::to_float(img[r1 + c0]);
-    const float v4 = cp::to_float(img[r1 + c1]);
-    const float hy = __fsub_rn(1.0f, y.l), hx = __fsub_rn(1.0f, x.l);
-    const float w1 = __fmul_rn(hy, hx), w2 = __fmul_rn(hy, x.l);
-    const float w3 = __fmul_rn(y.l, hx), w4 = __fmul_rn(y.l, x.l);
+// torchvision's bilinear_interpolate from the taps' offsets along each axis (row offsets
+// y0, y1 with weight ly of y1; column offsets x0, x1 with weight lx of x1): 0 unless both
+// weights are >= 0 (an axis outside its range has -1).
+template <typename T, typename Off>
+__device__ __forceinline__ float sample(const T* img, Off y0, Off y1, float ly, Off x0, Off x1,
+                                        float lx) {
+    if (!(ly >= 0.0f && lx >= 0.0f)) return 0.0f;
+    const float v1 = cp::to_float(img[y0 + x0]);
+    const float v2 = cp::to_float(img[y0 + x1]);
+    const float v3 = cp::to_float(img[y1 + x0]);
+    const float v4 = cp::to_float(img[y1 + x1]);
+    const float hy = __fsub_rn(1.0f, ly), hx = __fsub_rn(1.0f, lx);
+    const float w1 = __fmul_rn(hy, hx), w2 = __fmul_rn(hy, lx);
+    const float w3 = __fmul_rn(ly, hx), w4 = __fmul_rn(ly, lx);
     float val = __fadd_rn(__fmul_rn(w1, v1), __fmul_rn(w2, v2));
     val = __fadd_rn(val, __fmul_rn(w3, v3));
     return __fadd_rn(val, __fmul_rn(w4, v4));
 }
 
 // A bin's sample taps along one axis for one roi, in shared memory as separate arrays of
-// 32-bit words (lanes reading different entries then fall in different banks).
+// 32-bit words (lanes reading different entries then fall in different banks): the taps'
+// offsets (index times the axis stride, which the host has checked fit in int32) and l.
 struct AxisTable {
     int lo[kRoiAxisCap], hi[kRoiAxisCap];
     float l[kRoiAxisCap];
-    __device__ __forceinline__ void put(int t, const AxisTaps& a) {
-        lo[t] = a.lo;
-        hi[t] = a.hi;
+    __device__ __forceinline__ void put(int t, const AxisTaps& a, cp::i64 stride) {
+        lo[t] = (int)(a.lo * stride);
+        hi[t] = (int)(a.hi * stride);
         l[t] = a.l;
     }
-    __device__ __forceinline__ AxisTaps get(int t) const { return AxisTaps{lo[t], hi[t], l[t]}; }
 };
+
+// n / d for 0 <= n: n * m >> 32 with m = ceil(2^32 / d), which the host passes where it is
+// exact for every n the kernel divides (n * d < 2^32), else 0 for a plain division.
+__device__ __forceinline__ int divide(int n, int d, unsigned m) {
+    return m ? (int)__umulhi((unsigned)n, m) : n / d;
+}
 
 // ceil(v) as a sample count; not finite or absurd -> 0 (an empty grid)
 __device__ __forceinline__ int grid_count(float v) {
@@ -95,7 +102,8 @@ __global__ void cupyprep_roi_align(const T* __restrict__ features, cp::i64 f_n, 
                                    cp::i64 f_y, cp::i64 f_x, int N, int C, int height, int width,
                                    const float* __restrict__ rois, cp::i64 r_k, cp::i64 r_j,
                                    float spatial_scale, int pooled_h, int pooled_w,
-                                   int sampling_ratio, int K, int c_chunk, T* __restrict__ out) {
+                                   int sampling_ratio, int K, int c_chunk, int narrow,
+                                   unsigned m_bins, unsigned m_pw, T* __restrict__ out) {
     __shared__ AxisTable ys, xs;
     const int bins = pooled_h * pooled_w;
     for (int k = blockIdx.x; k < K; k += gridDim.x) {
@@ -121,20 +129,20 @@ __global__ void cupyprep_roi_align(const T* __restrict__ features, cp::i64 f_n, 
         const int grid_w = sampling_ratio > 0 ? sampling_ratio : grid_count(bin_w);
         const float count = (float)(grid_h * grid_w > 1 ? grid_h * grid_w : 1);
         const cp::i64 ny = (cp::i64)pooled_h * grid_h, nx = (cp::i64)pooled_w * grid_w;
-        const bool table = in_batch && ny <= kRoiAxisCap && nx <= kRoiAxisCap;
+        const bool table = in_batch && narrow && ny <= kRoiAxisCap && nx <= kRoiAxisCap;
         __syncthreads();  // the previous roi's table is no longer read
         if (table) {
             for (int t = threadIdx.x; t < (int)ny; t += blockDim.x)
-                ys.put(t, axis_taps(start_h, bin_h, t / grid_h, t % grid_h, grid_h, height));
+                ys.put(t, axis_taps(start_h, bin_h, t / grid_h, t % grid_h, grid_h, height), f_y);
             for (int t = threadIdx.x; t < (int)nx; t += blockDim.x)
-                xs.put(t, axis_taps(start_w, bin_w, t / grid_w, t % grid_w, grid_w, width));
+                xs.put(t, axis_taps(start_w, bin_w, t / grid_w, t % grid_w, grid_w, width), f_x);
         }
         __syncthreads();
         for (int c0 = blockIdx.y * c_chunk; c0 < C; c0 += gridDim.y * c_chunk) {
             const int items = (min(C, c0 + c_chunk) - c0) * bins;
             for (int j = threadIdx.x; j < items; j += blockDim.x) {
-                const int cl = j / bins, b = j - cl * bins;
-                const int ph = b / pooled_w, pw = b - ph * pooled_w;
+                const int cl = divide(j, bins, m_bins), b = j - cl * bins;
+                const int ph = divide(b, pooled_w, m_pw), pw = b - ph * pooled_w;
                 const int c = c0 + cl;
                 T* o = out + ((cp::i64)k * C + c) * bins + b;
                 if (!in_batch) {
@@ -143,13 +151,26 @@ __global__ void cupyprep_roi_align(const T* __restrict__ features, cp::i64 f_n, 
                 }
                 const T* img = features + batch * f_n + c * f_c;
                 float acc = 0.0f;
-                for (int iy = 0; iy < grid_h; ++iy) {
-                    const AxisTaps y = table ? ys.get(ph * grid_h + iy)
-                                             : axis_taps(start_h, bin_h, ph, iy, grid_h, height);
-                    for (int ix = 0; ix < grid_w; ++ix) {
-                        const AxisTaps x = table ? xs.get(pw * grid_w + ix)
-                                                 : axis_taps(start_w, bin_w, pw, ix, grid_w, width);
-                        acc = __fadd_rn(acc, sample<T>(img, f_y, f_x, y, x));
+                if (table) {
+                    // offsets within the image in int32
+                    for (int iy = 0; iy < grid_h; ++iy) {
+                        const int ty = ph * grid_h + iy;
+                        const int y0 = ys.lo[ty], y1 = ys.hi[ty];
+                        const float ly = ys.l[ty];
+                        for (int ix = 0; ix < grid_w; ++ix) {
+                            const int tx = pw * grid_w + ix;
+                            acc = __fadd_rn(acc, sample<T, int>(img, y0, y1, ly, xs.lo[tx], xs.hi[tx],
+                                                                xs.l[tx]));
+                        }
+                    }
+                } else {
+                    for (int iy = 0; iy < grid_h; ++iy) {
+                        const AxisTaps y = axis_taps(start_h, bin_h, ph, iy, grid_h, height);
+                        for (int ix = 0; ix < grid_w; ++ix) {
+                            const AxisTaps x = axis_taps(start_w, bin_w, pw, ix, grid_w, width);
+                            acc = __fadd_rn(acc, sample<T, cp::i64>(img, y.lo * f_y, y.hi * f_y, y.l,
+                                                                    x.lo * f_x, x.hi * f_x, x.l));
+                        }
                     }
                 }
                 *o = cp::from_float<T>(__fdiv_rn(acc, count));

@@ -491,11 +491,18 @@ def test_kernel_roi_align_list_rois_non_contiguous(kernels):
 
 @pytest.mark.parametrize("aligned", [False, True])
 @pytest.mark.parametrize("items", [7, 1024])
-def test_kernel_roi_align_big_adaptive_grids_and_channel_chunks(kernels, monkeypatch, aligned, items):
+@pytest.mark.parametrize("narrow", [True, False])
+@pytest.mark.parametrize("size", [(3, 2), (1, 1)])
+def test_kernel_roi_align_big_adaptive_grids_and_channel_chunks(kernels, monkeypatch, aligned, items, narrow,
+                                                                size):
     """Rois whose adaptive grids are too long for the block's shared sample table (they
     compute each sample's taps per output), next to rois that use it; with 7 outputs per
-    block every channel is a block of its own, with 1024 one block takes all 5."""
+    block every channel is a block of its own, with 1024 one block takes all 5. Not
+    narrow: every roi takes the per-output path with 64-bit offsets. One bin: the kernel
+    divides plainly instead of by multiply-high."""
     monkeypatch.setattr(det, "_ROI_ITEMS_PER_BLOCK", items)
+    if not narrow:
+        monkeypatch.setattr(det, "_ROI_NARROW_LIMIT", 0)
     rng = np.random.default_rng(15)
     feat = rng.standard_normal((2, 5, 23, 31)).astype(np.float32)
     rois = np.array([[0, -20, -10, 90, 70],     # 110 x 80 px, partly outside: grid 55 x 27
@@ -503,8 +510,8 @@ def test_kernel_roi_align_big_adaptive_grids_and_channel_chunks(kernels, monkeyp
                      [1, 0, 0, 30, 300],         # grid_h 100 (table too long), grid_w 15
                      [0, 5, 5, 5, 5],            # empty
                      [5, 0, 0, 4, 4]], np.float32)  # outside the batch: zeros
-    ref = cpu.roi_align(feat, rois, (3, 2), 1.0, -1, aligned)
-    got = det.roi_align(kernels.put(feat), kernels.put(rois), (3, 2), 1.0, -1, aligned)
+    ref = cpu.roi_align(feat, rois, size, 1.0, -1, aligned)
+    got = det.roi_align(kernels.put(feat), kernels.put(rois), size, 1.0, -1, aligned)
     np.testing.assert_array_equal(kernels.get(got), ref)
     assert np.abs(ref[:3]).max() > 0 and not ref[4].any()
 
