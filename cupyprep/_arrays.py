@@ -326,7 +326,29 @@ def _TORCH_DTYPES():
 
 
 def _from_torch(tensor):
-    """A zero-copy cupy view of a CUDA tensor (through DLPack).
+    """A zero-copy cupy view of a CUDA tensor.
+
+    The tensor's memory is wrapped as cupy memory that keeps the tensor alive: no DLPack
+    exchange, so no stream handshake and no synchronization (legal inside CUDA graph
+    capture), at a few microseconds instead of DLPack's ~30 per array, which the ops pay
+    for every torch input, output and scratch array. dtypes NumPy has no name for, and
+    empty tensors, go through DLPack (:func:`_from_torch_dlpack`).
+    """
+    import cupy
+
+    t = tensor.detach()
+    dtype = _NUMPY_DTYPES().get(t.dtype)
+    if dtype is None or t.numel() == 0:
+        return _from_torch_dlpack(t)
+    itemsize = t.element_size()
+    strides = tuple(s * itemsize for s in t.stride())  # torch strides are never negative
+    span = sum((n - 1) * s for n, s in zip(t.shape, strides)) + itemsize
+    memory = cupy.cuda.UnownedMemory(t.data_ptr(), span, t, device_id=t.device.index)
+    return cupy.ndarray(tuple(t.shape), dtype, cupy.cuda.MemoryPointer(memory, 0), strides)
+
+
+def _from_torch_dlpack(tensor):
+    """A zero-copy cupy view of a CUDA tensor through DLPack.
 
     The exchange happens on torch's current stream, so DLPack's producer/consumer stream
     handshake inserts no synchronization (and stays legal inside CUDA graph capture).

@@ -121,6 +121,35 @@ def test_to_torch_honors_the_dlpack_stream():
     assert float(total) == 3.0 * (1 << 20)
 
 
+_TORCH_VIEWS = {
+    "contiguous": lambda: torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4),
+    "transposed": lambda: torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4).T,
+    "offset and step": lambda: torch.arange(40, dtype=torch.int64, device="cuda").reshape(5, 8)[1:, ::3],
+    "uint16": lambda: (torch.arange(7, dtype=torch.int32) * 9000).to(torch.uint16).cuda(),
+    "bool": lambda: torch.arange(5, device="cuda") % 2 == 0,
+    "0-d": lambda: torch.tensor(2.5, dtype=torch.float16, device="cuda"),
+    "empty": lambda: torch.zeros((0, 3), device="cuda"),
+    "int8 (through DLPack)": lambda: torch.arange(-3, 3, dtype=torch.int8, device="cuda"),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", list(_TORCH_VIEWS))
+def test_internal_torch_views_share_memory(case):
+    """The ops' cupy view of a torch tensor (inputs, outputs, scratch): same memory, shape,
+    strides and values; a write through it lands in the tensor."""
+    t = _TORCH_VIEWS[case]()
+    x = _arrays._from_torch(t)
+    host = t.cpu().numpy()
+    assert x.shape == host.shape and x.dtype == host.dtype
+    np.testing.assert_array_equal(x.get(), host)
+    if t.numel():
+        assert x.data.ptr == t.data_ptr()
+        assert x.strides == tuple(s * t.element_size() for s in t.stride())
+        x[...] = x.dtype.type(1)
+        assert (t.cpu().numpy() == host.dtype.type(1)).all()
+
+
 @pytest.mark.gpu
 def test_from_torch_honors_the_dlpack_stream():
     import cupy
