@@ -331,15 +331,19 @@ def _from_torch(tensor):
     The tensor's memory is wrapped as cupy memory that keeps the tensor alive: no DLPack
     exchange, so no stream handshake and no synchronization (legal inside CUDA graph
     capture), at a few microseconds instead of DLPack's ~30 per array, which the ops pay
-    for every torch input, output and scratch array. dtypes NumPy has no name for, and
-    empty tensors, go through DLPack (:func:`_from_torch_dlpack`).
+    for every torch input, output and scratch array. dtypes outside cupyprep's dtype table
+    (int8, bfloat16, ...) and empty tensors go through DLPack on torch's current stream,
+    where the handshake inserts no synchronization either.
     """
     import cupy
+    import torch
 
     t = tensor.detach()
     dtype = _NUMPY_DTYPES().get(t.dtype)
     if dtype is None or t.numel() == 0:
-        return _from_torch_dlpack(t)
+        with cupy.cuda.Device(t.device.index):
+            with cupy_stream(torch.cuda.current_stream(t.device).cuda_stream):
+                return cupy_from_dlpack(t)
     itemsize = t.element_size()
     strides = tuple(s * itemsize for s in t.stride())  # torch strides are never negative
     span = sum((n - 1) * s for n, s in zip(t.shape, strides)) + itemsize
@@ -347,23 +351,16 @@ def _from_torch(tensor):
     return cupy.ndarray(tuple(t.shape), dtype, cupy.cuda.MemoryPointer(memory, 0), strides)
 
 
-def _from_torch_dlpack(tensor):
-    """A zero-copy cupy view of a CUDA tensor through DLPack.
-
-    The exchange happens on torch's current stream, so DLPack's producer/consumer stream
-    handshake inserts no synchronization (and stays legal inside CUDA graph capture).
-    """
+def cupy_from_dlpack(t):
+    """``cupy.from_dlpack`` of a CUDA tensor on its device, on cupy's current stream;
+    uint16 / 32 / 64, on which DLPack consumers differ, go through their signed twin."""
     import cupy
-    import torch
 
-    t = tensor.detach()
     twin = _int_twin(t.dtype)
-    if twin is not None:  # reinterpreted through the signed twin
-        t = t.view(twin)
     with cupy.cuda.Device(t.device.index):
-        with cupy_stream(torch.cuda.current_stream(t.device).cuda_stream):
-            arr = cupy.from_dlpack(t)
-    return arr.view(_numpy_dtype(tensor.dtype)) if twin is not None else arr
+        if twin is None:
+            return cupy.from_dlpack(t)
+        return cupy.from_dlpack(t.view(twin)).view(_numpy_dtype(t.dtype))
 
 
 class TensorView:

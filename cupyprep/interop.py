@@ -106,14 +106,7 @@ def from_torch(t):
         return t.numpy()
     if t.device.type != "cuda":
         raise TypeError(f"t: expected a CPU or CUDA tensor, got {_arrays.describe(t)}")
-    import cupy
-
-    twin = _arrays._int_twin(t.dtype)
-    with cupy.cuda.Device(t.device.index):
-        if twin is not None:
-            arr = cupy.from_dlpack(t.view(twin))
-            return arr.view(_arrays._numpy_dtype(t.dtype))
-        return cupy.from_dlpack(t)
+    return _arrays.cupy_from_dlpack(t)
 
 
 def as_array(x, name="x"):
