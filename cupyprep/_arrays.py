@@ -16,7 +16,6 @@ kernel path with NumPy standing in for device memory.
 from __future__ import annotations
 
 import contextlib
-import functools
 import sys
 import threading
 
@@ -87,15 +86,18 @@ class _StreamHandle:
 _stream_cache: dict = {}
 
 
-def cupy_stream(ptr):
-    """A CuPy stream object for the raw handle ``ptr`` (not owned: never destroyed here).
+def cupy_stream(ptr, device_id=None):
+    """A CuPy stream object for the raw handle ``ptr`` (not owned: never destroyed here) on
+    device ``device_id`` (default: the current device).
 
     Kept per (device, handle): every op call asks for one, and making the object is a
     measurable part of a small call's host time.
     """
     import cupy
 
-    key = (cupy.cuda.runtime.getDevice(), int(ptr))
+    if device_id is None:
+        device_id = cupy.cuda.runtime.getDevice()
+    key = (device_id, int(ptr))
     stream = _stream_cache.get(key)
     if stream is None:
         from_external = getattr(cupy.cuda.Stream, "from_external", None)
@@ -218,44 +220,12 @@ class Prepared:
         return other.array
 
     # -- launching ----------------------------------------------------------------------
-    @contextlib.contextmanager
     def launch(self):
-        """Device and stream for kernel launches: the input's device; for torch tensors,
-        torch's current stream on it (so work orders with the caller's torch work); inside
-        :func:`cupyprep.stream`, that stream, after a device-side wait for the stream the
-        launch would otherwise have used."""
-        if not self.device or self.kind == "numpy":
-            yield
-            return
-        import cupy
-
-        device_id = _device_id(self.array)
-        with cupy.cuda.Device(device_id):
-            if self.kind == "torch":
-                import torch
-
-                natural = torch.cuda.current_stream(self.tensor.device).cuda_stream
-            else:
-                natural = cupy.cuda.get_current_stream().ptr
-            choice = chosen_stream()
-            if choice is not None and choice.device_id != device_id:
-                raise ValueError(
-                    f"cupyprep.stream: the stream is on device {choice.device_id}, the input "
-                    f"on device {device_id}"
-                )
-            ptr = natural if choice is None else choice.ptr
-            if ptr != natural:
-                # the input was written (and outputs last read) on the natural stream
-                order_after(natural, ptr)
-            with cupy_stream(ptr):
-                if self.kind == "torch" and ptr != natural:
-                    import torch
-
-                    # torch allocates outputs for the stream that writes them
-                    with torch.cuda.stream(choice.as_torch()):
-                        yield
-                else:
-                    yield
+        """Device and stream for kernel launches (a context manager): the input's device;
+        for torch tensors, torch's current stream on it (so work orders with the caller's
+        torch work); inside :func:`cupyprep.stream`, that stream, after a device-side wait
+        for the stream the launch would otherwise have used."""
+        return _Launch(self)
 
     def output(self, out, shape, dtype, name="out"):
         """``(native, view)``: the array returned to the caller and the view kernels write.
@@ -272,9 +242,7 @@ class Prepared:
                 )
             return out, view
         if self.kind == "torch":
-            import torch
-
-            tensor = torch.empty(shape, dtype=_torch_dtype(dtype), device=self.tensor.device)
+            tensor = self.tensor.new_empty(shape, dtype=_torch_dtype(dtype))
             return tensor, _from_torch(tensor)
         arr = self.xp.empty(shape, dtype)
         return arr, arr
@@ -292,22 +260,96 @@ class Prepared:
         return array
 
 
+class _Launch:
+    """:meth:`Prepared.launch`'s context: entered on every op call, so kept to plain
+    attribute work (a generator-based context manager cost a few microseconds more)."""
+
+    __slots__ = ("_call", "_exits")
+
+    def __init__(self, call):
+        self._call = call
+        self._exits = []
+
+    def __enter__(self):
+        call = self._call
+        if not call.device or call.kind == "numpy":
+            return None
+        import cupy
+
+        exits = self._exits
+        device_id = _device_id(call.array)
+        device = cupy.cuda.Device(device_id)
+        device.__enter__()
+        exits.append(device)
+        try:
+            if call.kind == "torch":
+                natural = torch_current_stream(device_id)
+            else:
+                natural = cupy.cuda.get_current_stream().ptr
+            choice = chosen_stream()
+            if choice is not None and choice.device_id != device_id:
+                raise ValueError(
+                    f"cupyprep.stream: the stream is on device {choice.device_id}, the input "
+                    f"on device {device_id}"
+                )
+            ptr = natural if choice is None else choice.ptr
+            if ptr != natural:
+                # the input was written (and outputs last read) on the natural stream
+                order_after(natural, ptr)
+            stream = cupy_stream(ptr, device_id)
+            stream.__enter__()
+            exits.append(stream)
+            if call.kind == "torch" and ptr != natural:
+                import torch
+
+                # torch allocates outputs for the stream that writes them
+                ctx = torch.cuda.stream(choice.as_torch())
+                ctx.__enter__()
+                exits.append(ctx)
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
+        return None
+
+    def __exit__(self, exc_type, exc, tb):
+        exits = self._exits
+        while exits:
+            exits.pop().__exit__(exc_type, exc, tb)
+        return False
+
+
 def _device_id(array) -> int:
     return array.device.id
 
 
 def _torch_dtype(dtype):
-    return _TORCH_DTYPES()[np.dtype(dtype)]
+    table = _TORCH_OF_NUMPY or _TORCH_DTYPES()
+    found = table.get(dtype)  # a NumPy dtype object: no np.dtype() call
+    return found if found is not None else table[np.dtype(dtype)]
 
 
-@functools.lru_cache(maxsize=None)
 def _NUMPY_DTYPES():
     """torch dtype -> NumPy dtype (the inverse of _TORCH_DTYPES)."""
-    return {v: k for k, v in _TORCH_DTYPES().items()}
+    global _NUMPY_OF_TORCH
+    if _NUMPY_OF_TORCH is None:
+        _NUMPY_OF_TORCH = {v: k for k, v in _TORCH_DTYPES().items()}
+    return _NUMPY_OF_TORCH
 
 
-@functools.lru_cache(maxsize=None)
+_NUMPY_OF_TORCH = None
+
+
 def _TORCH_DTYPES():
+    global _TORCH_OF_NUMPY
+    if _TORCH_OF_NUMPY is None:
+        _TORCH_OF_NUMPY = _torch_dtype_table()
+    return _TORCH_OF_NUMPY
+
+
+_TORCH_OF_NUMPY = None
+
+
+def _torch_dtype_table():
     import torch
 
     return {
@@ -336,19 +378,41 @@ def _from_torch(tensor):
     where the handshake inserts no synchronization either.
     """
     import cupy
-    import torch
 
-    t = tensor.detach()
-    dtype = _NUMPY_DTYPES().get(t.dtype)
-    if dtype is None or t.numel() == 0:
-        with cupy.cuda.Device(t.device.index):
-            with cupy_stream(torch.cuda.current_stream(t.device).cuda_stream):
+    dtype = (_NUMPY_OF_TORCH or _NUMPY_DTYPES()).get(tensor.dtype)
+    numel = tensor.numel()
+    device = tensor.get_device()
+    if dtype is None or numel == 0:
+        t = tensor.detach()
+        with cupy.cuda.Device(device):
+            with cupy_stream(torch_current_stream(device)):
                 return cupy_from_dlpack(t)
-    itemsize = t.element_size()
-    strides = tuple(s * itemsize for s in t.stride())  # torch strides are never negative
-    span = sum((n - 1) * s for n, s in zip(t.shape, strides)) + itemsize
-    memory = cupy.cuda.UnownedMemory(t.data_ptr(), span, t, device_id=t.device.index)
-    return cupy.ndarray(tuple(t.shape), dtype, cupy.cuda.MemoryPointer(memory, 0), strides)
+    itemsize = dtype.itemsize
+    strides = tuple([s * itemsize for s in tensor.stride()])  # never negative in torch
+    if tensor.is_contiguous():
+        span = numel * itemsize
+    else:
+        span = itemsize
+        for n, s in zip(tensor.shape, strides):
+            span += (n - 1) * s
+    memory = cupy.cuda.UnownedMemory(tensor.data_ptr(), span, tensor, device_id=device)
+    return cupy.ndarray(tuple(tensor.shape), dtype, cupy.cuda.MemoryPointer(memory, 0), strides)
+
+
+def torch_current_stream(device_index):
+    """The handle of torch's current stream on CUDA device ``device_index`` (an int)."""
+    global _raw_stream
+    if _raw_stream is None:
+        import torch
+
+        # torch's own generated code reads the handle this way; the public form builds a
+        # Stream object per call (a few microseconds)
+        _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+            lambda i: torch.cuda.current_stream(i).cuda_stream)
+    return _raw_stream(device_index)
+
+
+_raw_stream = None
 
 
 def cupy_from_dlpack(t):

@@ -2,6 +2,7 @@
 and what came, before anything reaches a kernel."""
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -28,6 +29,10 @@ def choice(name, value, choices):
 
 def size_hw(name, size):
     """A ``(height, width)`` pair of positive ints."""
+    if type(size) is tuple and len(size) == 2 and type(size[0]) is int and type(size[1]) is int:
+        h, w = size  # the common form, checked the quick way
+        if h > 0 and w > 0:
+            return h, w
     if (
         not isinstance(size, (tuple, list))
         or len(size) != 2
@@ -40,8 +45,13 @@ def size_hw(name, size):
     return h, w
 
 
+@functools.lru_cache(maxsize=64)
+def _dtypes(allowed):
+    return frozenset(np.dtype(a) for a in allowed)
+
+
 def dtype_in(name, array, allowed):
-    if np.dtype(array.dtype) not in [np.dtype(a) for a in allowed]:
+    if np.dtype(array.dtype) not in _dtypes(tuple(allowed)):
         raise TypeError(
             f"{name}: expected dtype {' / '.join(str(np.dtype(a)) for a in allowed)}, "
             f"got {describe(array)}"
@@ -50,6 +60,8 @@ def dtype_in(name, array, allowed):
 
 
 def out_dtype(name, dtype, allowed):
+    if type(dtype) is str and dtype in allowed:
+        return np.dtype(dtype)  # the common form (allowed holds dtype names)
     try:
         dt = np.dtype(dtype)
     except TypeError:
@@ -97,6 +109,9 @@ def per_channel(name, value, channels, default):
         return (float(default),) * channels
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return (float(value),) * channels
+    if (type(value) is tuple or type(value) is list) and len(value) == channels and all(
+            type(v) is float or type(v) is int for v in value):
+        return tuple([float(v) for v in value])  # the common form, without NumPy
     try:
         values = [float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1)]
     except (TypeError, ValueError):
@@ -112,7 +127,14 @@ def fill_values(name, value, channels, dtype, rounded_to):
     """A fill value (a pad or border value: one number, or one per channel) as float32s:
     for an unsigned integer image type rounded and saturated as a stored pixel is (OpenCV's
     saturate_cast), then rounded to the dtype ``rounded_to``."""
-    arr = np.asarray(per_channel(name, value, channels, 0.0), np.float64)
+    values = per_channel(name, value, channels, 0.0)
+    return _fill_values(values, np.dtype(dtype), np.dtype(rounded_to))
+
+
+@functools.lru_cache(maxsize=256)
+def _fill_values(values, dtype, rounded_to):
+    # the same few fills recur call after call: worked out once each
+    arr = np.asarray(values, np.float64)
     if np.dtype(dtype).kind == "u":
         info = np.iinfo(dtype)
         arr = np.clip(np.rint(arr), info.min, info.max)

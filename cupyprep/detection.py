@@ -6,6 +6,7 @@ included; NumPy arrays and torch CPU tensors run the NumPy backend (``cupyprep.c
 """
 from __future__ import annotations
 
+import math
 import numbers
 from typing import NamedTuple
 
@@ -136,6 +137,51 @@ def _scratch(call, shape, dtype):
     return call.output(None, shape, dtype)
 
 
+_ALIGN = 256  # bytes between the arrays of one allocation
+_DTYPES = {t: np.dtype(t) for t in (np.int32, np.int64, np.uint64, np.float32)}
+
+
+class _Carve:
+    """Several arrays carved from one allocation of the caller's allocator: one
+    ``torch.empty`` (or cupy / numpy ``empty``) and one device view for all of them,
+    instead of one of each per array, which is most of a small call's host time.
+
+    ``specs`` maps names to ``(shape, dtype)`` (None: no array). :meth:`view` gives an
+    array as cupy (or numpy, emulated) for the kernels; :meth:`native` as the caller's
+    library, for the few that a library call (a sort) or the caller sees."""
+
+    def __init__(self, call, specs):
+        self._call = call
+        self._at = {}
+        size = 0
+        for name, spec in specs.items():
+            if spec is None:
+                continue
+            shape, dtype = spec
+            dtype = _DTYPES[dtype]
+            nbytes = dtype.itemsize * math.prod(shape)
+            self._at[name] = (size, shape, dtype, nbytes)
+            size += -(-max(nbytes, 1) // _ALIGN) * _ALIGN
+        self._native, self._bytes = call.output(None, (max(size, _ALIGN),), np.uint8)
+
+    def view(self, name):
+        if name not in self._at:
+            return None
+        off, shape, dtype, nbytes = self._at[name]
+        buf = self._bytes
+        if isinstance(buf, np.ndarray):
+            return buf[off:off + nbytes].view(dtype).reshape(shape)
+        import cupy
+
+        return cupy.ndarray(shape, dtype, buf.data + off)
+
+    def native(self, name):
+        off, shape, dtype, nbytes = self._at[name]
+        if self._call.kind == "torch":
+            return self._native[off:off + nbytes].view(_arrays._torch_dtype(dtype)).view(shape)
+        return self.view(name)
+
+
 def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_threshold,
                   score_threshold, top_k, max_det, cls_mode, class_src=None, s_cls=0,
                   want_classes=False, grouped=False):
@@ -153,8 +199,32 @@ def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
     total = B * S
     # one segment: 32-bit keys (the segment part is zero) sort faster
     key_type, key_dtype = ("int", np.int32) if (B == 1 and not grouped) else ("long long", np.int64)
-    keys_native, keys = _scratch(call, (total,), key_dtype)
-    best_arr = _scratch(call, (total,), np.int64)[1] if best else None
+    classes = cls_mode != _CLS_NONE
+    tri = B * 64 * (cb * (cb + 1) // 2)
+    scratch = _Carve(call, {
+        "keys": ((total,), key_dtype),
+        "best": ((total,), np.int64) if best else None,
+        "sboxes": ((B * Kc * 4,), np.float32),
+        "sid": ((B * Kc,), np.int64),
+        "mcount": ((B,), np.int32),
+        "scls": ((B * Kc,), np.int64) if classes else None,
+        # the reduce's state, zeroed by the gather: a ticket word, the grouped count, and
+        # two words per chunk
+        "state": ((2 + 2 * B * cb,), np.uint64),
+        "first": ((cb,), np.int32) if grouped else None,
+        "kept": ((cb,), np.uint64) if grouped else None,
+        "final": ((Kc,), np.int64) if grouped else None,
+    })
+    # the mask on its own: at 100k boxes it is most of the memory, and a separate
+    # allocation lets the caching allocator reuse the small ones around it
+    mask = _scratch(call, (tri,), np.uint64)[1]
+    # what the caller gets: kept ids (and their classes), -1 past each count (pre-filled
+    # by the gather, except where the final class-sorted step writes every slot), then
+    # the counts
+    rows = 2 if want_classes else 1
+    results = _Carve(call, {"ids": ((rows, B, max_det), np.int64), "counts": ((B,), np.int64)})
+    keys_native, keys = scratch.native("keys"), scratch.view("keys")
+    best_arr = scratch.view("best")
     fn = _kernels.get_function("nms.cu", f"cupyprep_nms_keys<{_t(scores.dtype)}, {_b(best)}, {key_type}>")
     has_thr = score_threshold is not None
     launch_1d(fn, total, (scores, i64(s_strides[0]), i64(s_strides[1]), i64(s_strides[2]), i32(N),
@@ -162,20 +232,13 @@ def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
                           class_src if grouped else None, i64(s_cls if grouped else 0), i64(total),
                           keys, best_arr))
     perm = _argsort(call, keys_native, keys)
-    sboxes = _scratch(call, (B * Kc * 4,), np.float32)[1]
-    sid = _scratch(call, (B * Kc,), np.int64)[1]
-    mcount = _scratch(call, (B,), np.int32)[1]
-    classes = cls_mode != _CLS_NONE
-    scls = _scratch(call, (B * Kc,), np.int64)[1] if classes else None
-    # the reduce's state, zeroed by the gather: a ticket word, the grouped count, and two
-    # words per chunk
-    state = _scratch(call, (2 + 2 * B * cb,), np.uint64)[1]
-    # kept ids (and their classes), -1 past each count: pre-filled by the gather, except
-    # where the final class-sorted step writes every slot
-    out_native, out = _scratch(call, (2 if want_classes else 1, B, max_det), np.int64)
+    sboxes, sid, mcount = scratch.view("sboxes"), scratch.view("sid"), scratch.view("mcount")
+    scls = scratch.view("scls")
+    state = scratch.view("state")
+    out_native, out = results.native("ids"), results.view("ids")
     ids = (out_native[0], out[0])
     cls_out = (out_native[1], out[1]) if want_classes else (None, None)
-    counts = _scratch(call, (B,), np.int64)
+    counts = (results.native("counts"), results.view("counts"))
     n_fill = 0 if grouped else out.size
     src = best_arr if best else class_src
     fn = _kernels.get_function("nms.cu", f"cupyprep_nms_gather<{_t(boxes.dtype)}, {cls_mode}, {key_type}>")
@@ -185,10 +248,9 @@ def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
                out, i64(n_fill)))
     first = None
     if grouped:
-        first = _scratch(call, (cb,), np.int32)[1]
+        first = scratch.view("first")
         launch_1d(_kernels.get_function("nms.cu", "cupyprep_nms_first_chunk"), cb,
                   (scls, i32(cb), first))
-    mask = _scratch(call, (B * 64 * (cb * (cb + 1) // 2),), np.uint64)[1]
     half = boxes.dtype == np.float16
     # best-class candidates carry a class for the output but suppress across classes
     mask_classes = cls_mode == _CLS_FROM_BOX or (cls_mode == _CLS_PER_CANDIDATE and C > 1)
@@ -196,13 +258,13 @@ def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
     fn((cb, max(1, min((cb + 1) // 2, _MASK_Y)), B), (64,),
        (sboxes, scls, mcount, first, i32(Kc), i32(cb), f32(iou_threshold), mask))
     ticket, grouped_count, chain = state[0:1].view(np.uint32), state[1:2], state[2:]
-    kept = _scratch(call, (cb,), np.uint64)[1] if grouped else None
+    kept = scratch.view("kept")
     fn = _kernels.get_function("nms.cu", f"cupyprep_nms_reduce<{_b(grouped)}>")
     fn((B * cb,), (32,), (mask, mcount, first, sid, scls if want_classes else None, i32(Kc), i32(cb),
                           i32(max_det), chain, ticket, ids[1], cls_out[1],
                           grouped_count.view(np.int64) if grouped else counts[1], kept))
     if grouped:
-        final_native, final = _scratch(call, (Kc,), np.int64)
+        final_native, final = scratch.native("final"), scratch.view("final")
         launch_1d(_kernels.get_function("nms.cu", f"cupyprep_nms_final_keys<{_t(scores.dtype)}>"), Kc,
                   (scores, i64(s_strides[1]), sid, kept, i32(Kc), final))
         ordered = _sorted(call, final_native, final)

@@ -464,6 +464,7 @@ def transform_points(points, matrix):
 _FLOAT_WARP_KERNELS = ("nearest", "linear")
 
 
+@functools.lru_cache(maxsize=None)
 def _warp_expr(op, kernel, dtype, cn, dense=False, pixels=1):
     if kernel in _FLOAT_WARP_KERNELS:
         flag = "true" if dense else "false"
@@ -568,7 +569,8 @@ def _matrices(name, matrix, rows, count, call):
         except (TypeError, ValueError):
             raise TypeError(f"{name}: expected a ({rows}, 3) array of numbers, got {matrix!r}") from None
     xp = _xp_of(m)
-    m = xp.asarray(m, dtype=xp.float64)
+    if m.dtype != np.float64:
+        m = xp.asarray(m, dtype=xp.float64)
     if m.shape == (rows, 3):
         pass
     elif m.ndim == 3 and m.shape[1:] == (rows, 3):
@@ -675,7 +677,9 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
             tables = (None, _kernels.pointer_table(arrays, xp), xp.asarray(hw),
                       xp.asarray(np.array(strides, np.int64)), i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
         index = None if src_index is None else xp.asarray(src_index, dtype=np.int32)
-        mats = xp.ascontiguousarray(xp.asarray(inv, dtype=np.float64))
+        mats = inv if (_xp_of(inv) is xp and inv.dtype == np.float64
+                       and inv.flags.c_contiguous) else \
+            xp.ascontiguousarray(xp.asarray(inv, dtype=np.float64))
         mat_step = rows * 3 if mats.ndim == 3 else 0
         itab = ftab = None
         if kernel == "linear_fixed":  # nearest_fixed reads no weights

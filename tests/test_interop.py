@@ -236,3 +236,35 @@ def test_use_torch_allocator_counts_outputs_in_torch():
     assert cupy.cuda.get_allocator() != interop._torch_malloc
     x = cupy.empty(1 << 20, cupy.uint8)  # CuPy's own pool again
     assert x.data.mem.__class__.__name__ != "UnownedMemory"
+
+
+@pytest.mark.gpu
+def test_current_stream_handle_is_torchs():
+    s = torch.cuda.Stream()
+    assert _arrays.torch_current_stream(0) == torch.cuda.current_stream(0).cuda_stream
+    with torch.cuda.stream(s):
+        assert _arrays.torch_current_stream(0) == s.cuda_stream
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("chosen", [False, True])
+def test_launch_context_unwinds_after_an_error(chosen):
+    """An error inside an op's launch context leaves cupy's and torch's current streams as
+    they were (with and without cupyprep.stream)."""
+    import contextlib
+
+    import cupy
+
+    x = torch.zeros(4, device="cuda")
+    call = _arrays.prepare(x, "x")
+    other = torch.cuda.Stream()
+    before = (cupy.cuda.get_current_stream().ptr, torch.cuda.current_stream().cuda_stream)
+    outer = cupyprep.stream(other) if chosen else contextlib.nullcontext()
+    with outer:
+        with pytest.raises(RuntimeError, match="inside"):
+            with call.launch():
+                inside = (cupy.cuda.get_current_stream().ptr, torch.cuda.current_stream().cuda_stream)
+                raise RuntimeError("inside")
+    expected = other.cuda_stream if chosen else before[1]
+    assert inside[0] == expected and inside[1] == expected
+    assert (cupy.cuda.get_current_stream().ptr, torch.cuda.current_stream().cuda_stream) == before
