@@ -59,6 +59,7 @@ def _nms_variants():
             for tk in ("int", "long long"):
                 out.append(f"cupyprep_nms_gather<{_t(tb)}, {cls}, {tk}>")
     out.append("cupyprep_nms_first_chunk")
+    out.append("cupyprep_nms_small_sort")
     for half in (False, True):
         for classes in (False, True):
             for first in (False, True):
@@ -84,6 +85,7 @@ _kernels.register_variants("roi_align", "roi_align.cu", _roi_align_variants)
 # batched_nms with more boxes than this sorts by class first, so the mask and the greedy
 # pass see each class's boxes alone (fewer launches and sorts below it)
 _GROUPED_MIN_BOXES = 16384
+_SMALL_SORT = 2048  # kernels/nms.cu kSmallSort: one segment up to this many keys sorts in one block
 _MASK_Y = 32  # blocks per row of 64-row chunks in the mask launch (each loops over tiles)
 
 
@@ -203,6 +205,7 @@ def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
     tri = B * 64 * (cb * (cb + 1) // 2)
     scratch = _Carve(call, {
         "keys": ((total,), key_dtype),
+        "perm": ((total,), np.int64) if key_dtype == np.int32 and total <= _SMALL_SORT else None,
         "best": ((total,), np.int64) if best else None,
         "sboxes": ((B * Kc * 4,), np.float32),
         "sid": ((B * Kc,), np.int64),
@@ -223,7 +226,7 @@ def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
     # the counts
     rows = 2 if want_classes else 1
     results = _Carve(call, {"ids": ((rows, B, max_det), np.int64), "counts": ((B,), np.int64)})
-    keys_native, keys = scratch.native("keys"), scratch.view("keys")
+    keys = scratch.view("keys")
     best_arr = scratch.view("best")
     fn = _kernels.get_function("nms.cu", f"cupyprep_nms_keys<{_t(scores.dtype)}, {_b(best)}, {key_type}>")
     has_thr = score_threshold is not None
@@ -231,7 +234,14 @@ def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
                           i32(C), i32(has_thr), f32(score_threshold if has_thr else 0.0),
                           class_src if grouped else None, i64(s_cls if grouped else 0), i64(total),
                           keys, best_arr))
-    perm = _argsort(call, keys_native, keys)
+    small = key_dtype == np.int32 and total <= _SMALL_SORT
+    if small:
+        m = 1 << max(total - 1, 1).bit_length()  # a power of two >= total, >= 2
+        perm = scratch.view("perm")
+        _kernels.get_function("nms.cu", "cupyprep_nms_small_sort")(
+            (1,), (max(32, min(1024, m // 2)),), (keys, i32(total), i32(m), perm))
+    else:
+        perm = _argsort(call, scratch.native("keys"), keys)
     sboxes, sid, mcount = scratch.view("sboxes"), scratch.view("sid"), scratch.view("mcount")
     scls = scratch.view("scls")
     state = scratch.view("state")

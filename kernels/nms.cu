@@ -7,7 +7,9 @@
 //                                  ~order_key(score) (descending score, NaN first, -0 == +0),
 //                                  all ones below the score threshold; stored sign-flipped so
 //                                  a signed sort orders it as unsigned. TK int: one segment.
-//   (a stable argsort of the keys, by the array library: ties by ascending candidate index)
+//   cupyprep_nms_small_sort        a stable argsort of the keys (ties by ascending candidate
+//                                  index) for one segment of up to 2048; larger inputs are
+//                                  sorted by the array library (torch.sort, cupy.argsort)
 //   cupyprep_nms_gather<TB, CLS, TK>  the first Kc candidates of every segment in that order:
 //                                  boxes as float32, class, candidate id; the valid count m;
 //                                  also clears the reduce's state and pre-fills the outputs
@@ -183,6 +185,39 @@ __global__ void cupyprep_nms_keys(const TS* __restrict__ scores, cp::i64 s_b, cp
             group != nullptr ? (unsigned long long)(unsigned int)group[id * s_group] : (unsigned long long)b;
         store_key(keys + i, (high << 32) | k);
     }
+}
+
+// The stable ascending argsort of one segment's int keys (as cupyprep_nms_keys stores
+// them) for up to kSmallSort candidates, in one block: each key with its index below it
+// as one 64-bit word (so equal keys keep index order and every word is distinct), padded
+// with all-ones words to m (a power of two, n <= m <= kSmallSort), bitonic-sorted in
+// shared memory; perm[i] is the index in the i-th word. One launch instead of a library
+// sort's several, for the common small inputs. blockDim.x >= 32 threads, any count: each
+// takes every blockDim.x-th compare-exchange pair of a step.
+constexpr int kSmallSort = 2048;
+
+__global__ void cupyprep_nms_small_sort(const int* __restrict__ keys, int n, int m,
+                                        long long* __restrict__ perm) {
+    __shared__ unsigned long long v[kSmallSort];
+    for (int i = threadIdx.x; i < m; i += blockDim.x) {
+        v[i] = i < n ? ((unsigned long long)((unsigned int)keys[i] ^ 0x80000000u) << 32) | (unsigned int)i
+                     : ~0ull;
+    }
+    __syncthreads();
+    for (int k = 2; k <= m; k <<= 1) {
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int t = threadIdx.x; t < (m >> 1); t += blockDim.x) {
+                const int i = ((t & ~(j - 1)) << 1) | (t & (j - 1));  // pair (i, i + j)
+                const unsigned long long a = v[i], b = v[i + j];
+                if ((a > b) == ((i & k) == 0)) {  // ascending where bit k of i is clear
+                    v[i] = b;
+                    v[i + j] = a;
+                }
+            }
+            __syncthreads();
+        }
+    }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) perm[i] = (long long)(v[i] & 0xFFFFFFFFull);
 }
 
 // CLS: 0 no classes, 1 class = id % C (candidates per class), 2 class = idxs[box]

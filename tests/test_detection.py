@@ -353,6 +353,37 @@ def test_kernel_nms_equals_cpu(kernels, n, dtype):
     assert (padded[len(ref):] == -1).all()
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 31, 64, 100, 1000, 2048])
+def test_kernel_small_sort_is_a_stable_argsort(kernels, n):
+    """The one-block sort of nms's keys: many equal keys (index order kept) and the int32
+    extremes (the sign flip into unsigned order)."""
+    rng = np.random.default_rng(n)
+    keys = rng.integers(-4, 4, n).astype(np.int32)
+    info = np.iinfo(np.int32)
+    keys[::5] = rng.integers(info.min, info.max, len(keys[::5]), dtype=np.int32, endpoint=True)
+    keys[:2] = [info.max, info.min][:n]
+    m = 1 << max(n - 1, 1).bit_length()
+    perm = kernels.poisoned((n,), np.int64)
+    fn = det._kernels.get_function("nms.cu", "cupyprep_nms_small_sort")
+    fn((1,), (max(32, min(1024, m // 2)),), (kernels.put(keys), np.int32(n), np.int32(m), perm))
+    np.testing.assert_array_equal(kernels.get(perm), np.argsort(keys, kind="stable"))
+
+
+@pytest.mark.parametrize("n", [99, 100, 101])
+def test_kernel_nms_either_side_of_the_small_sort(kernels, monkeypatch, n):
+    """nms takes the one-block sort up to det._SMALL_SORT keys and the array library's sort
+    above it (here the limit lowered to 100): equal results on both sides, with ties and
+    NaN scores."""
+    monkeypatch.setattr(det, "_SMALL_SORT", 100)
+    rng = np.random.default_rng(n)
+    boxes = random_boxes(rng, n, extent=50)
+    scores = (rng.integers(0, 6, n) / 5).astype(np.float32)  # six values: many ties
+    scores[::17] = np.nan
+    for thr in (0.3, 0.6):
+        got = kernels.get(det.nms(kernels.put(boxes), kernels.put(scores), thr))
+        np.testing.assert_array_equal(got, cpu.nms(boxes, scores, thr))
+
+
 def test_kernel_nms_special_values(kernels):
     boxes = np.array([[0, 0, 10, 10], [0, 0, 10, 10], [5, 5, 5, 5], [5, 5, 5, 5], [np.nan, 0, 10, 10],
                       [10, 10, 0, 0], [0, 0, np.inf, 10], [0, 0, 10, 10]], np.float32)
