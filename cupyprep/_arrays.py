@@ -16,6 +16,7 @@ kernel path with NumPy standing in for device memory.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import threading
 
@@ -323,33 +324,19 @@ def _device_id(array) -> int:
 
 
 def _torch_dtype(dtype):
-    table = _TORCH_OF_NUMPY or _TORCH_DTYPES()
+    table = _TORCH_DTYPES()
     found = table.get(dtype)  # a NumPy dtype object: no np.dtype() call
     return found if found is not None else table[np.dtype(dtype)]
 
 
+@functools.lru_cache(maxsize=None)
 def _NUMPY_DTYPES():
     """torch dtype -> NumPy dtype (the inverse of _TORCH_DTYPES)."""
-    global _NUMPY_OF_TORCH
-    if _NUMPY_OF_TORCH is None:
-        _NUMPY_OF_TORCH = {v: k for k, v in _TORCH_DTYPES().items()}
-    return _NUMPY_OF_TORCH
+    return {v: k for k, v in _TORCH_DTYPES().items()}
 
 
-_NUMPY_OF_TORCH = None
-
-
+@functools.lru_cache(maxsize=None)
 def _TORCH_DTYPES():
-    global _TORCH_OF_NUMPY
-    if _TORCH_OF_NUMPY is None:
-        _TORCH_OF_NUMPY = _torch_dtype_table()
-    return _TORCH_OF_NUMPY
-
-
-_TORCH_OF_NUMPY = None
-
-
-def _torch_dtype_table():
     import torch
 
     return {
@@ -379,7 +366,7 @@ def _from_torch(tensor):
     """
     import cupy
 
-    dtype = (_NUMPY_OF_TORCH or _NUMPY_DTYPES()).get(tensor.dtype)
+    dtype = _NUMPY_DTYPES().get(tensor.dtype)
     numel = tensor.numel()
     device = tensor.get_device()
     if dtype is None or numel == 0:

@@ -135,7 +135,7 @@ def fill_values(name, value, channels, dtype, rounded_to):
 def _fill_values(values, dtype, rounded_to):
     # the same few fills recur call after call: worked out once each
     arr = np.asarray(values, np.float64)
-    if np.dtype(dtype).kind == "u":
+    if dtype.kind == "u":
         info = np.iinfo(dtype)
         arr = np.clip(np.rint(arr), info.min, info.max)
     return tuple(float(v) for v in arr.astype(rounded_to).astype(np.float32))

@@ -140,7 +140,6 @@ def _scratch(call, shape, dtype):
 
 
 _ALIGN = 256  # bytes between the arrays of one allocation
-_DTYPES = {t: np.dtype(t) for t in (np.int32, np.int64, np.uint64, np.float32)}
 
 
 class _Carve:
@@ -160,7 +159,7 @@ class _Carve:
             if spec is None:
                 continue
             shape, dtype = spec
-            dtype = _DTYPES[dtype]
+            dtype = np.dtype(dtype)
             nbytes = dtype.itemsize * math.prod(shape)
             self._at[name] = (size, shape, dtype, nbytes)
             size += -(-max(nbytes, 1) // _ALIGN) * _ALIGN
@@ -202,10 +201,12 @@ def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
     # one segment: 32-bit keys (the segment part is zero) sort faster
     key_type, key_dtype = ("int", np.int32) if (B == 1 and not grouped) else ("long long", np.int64)
     classes = cls_mode != _CLS_NONE
+    # one segment of few keys: argsorted by one block (cupyprep_nms_small_sort)
+    small = key_dtype == np.int32 and total <= _SMALL_SORT
     tri = B * 64 * (cb * (cb + 1) // 2)
     scratch = _Carve(call, {
         "keys": ((total,), key_dtype),
-        "perm": ((total,), np.int64) if key_dtype == np.int32 and total <= _SMALL_SORT else None,
+        "perm": ((total,), np.int64) if small else None,
         "best": ((total,), np.int64) if best else None,
         "sboxes": ((B * Kc * 4,), np.float32),
         "sid": ((B * Kc,), np.int64),
@@ -234,7 +235,6 @@ def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
                           i32(C), i32(has_thr), f32(score_threshold if has_thr else 0.0),
                           class_src if grouped else None, i64(s_cls if grouped else 0), i64(total),
                           keys, best_arr))
-    small = key_dtype == np.int32 and total <= _SMALL_SORT
     if small:
         m = 1 << max(total - 1, 1).bit_length()  # a power of two >= total, >= 2
         perm = scratch.view("perm")
