@@ -31,7 +31,9 @@
 //   v0 = fma(a, p01 - p00, p00), v1 = fma(a, p11 - p10, p10), v = fma(b, v1 - v0, v0),
 //   rounded half to even and saturated. Nearest: ix = rint(sx) (half to even).
 //
-// "cubic": the float coordinates above, Keys' weights (A = -0.75) at the exact fraction.
+// "cubic": the float coordinates above (OpenCV's cubic warp takes its SIMD body's formula
+// for every x, so the host passes body_end = the destination width), Keys' weights
+// (A = -0.75) at the exact fraction.
 //
 // "nearest_fixed", "linear_fixed" (OpenCV's older remap path, which it keeps for 2
 // channels): coordinates in double, quantized to 1/32 pixel

@@ -11,6 +11,20 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+try:  # property-based tests (test_properties.py): how many cases each test draws
+    from hypothesis import HealthCheck, settings
+
+    # "ci" (the default): a fixed set of cases per test, the same on every run;
+    # "deep" (--hypothesis-profile=deep, for a GPU run): many more, freshly drawn
+    settings.register_profile(
+        "ci", max_examples=200, derandomize=True, deadline=None, database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    settings.register_profile("deep", parent=settings.get_profile("ci"), max_examples=2000,
+                              derandomize=False)
+    settings.load_profile("ci")
+except ImportError:
+    pass
+
 
 @functools.lru_cache(maxsize=None)
 def cuda_available() -> bool:

@@ -140,6 +140,27 @@ def test_cpu_is_cv2(interpolation, border):
     np.testing.assert_array_equal(got, cv2_warp(img, H, (25, 19), interpolation, border, 7, perspective=True))
 
 
+def one_pixel_side_reference(img, M, size, perspective):
+    """cv2's cubic reflect101 warp of an image with a one-pixel side, which cv2 itself never
+    finishes: the same warp of the image with that axis made 5 equal pixels (reflect101
+    then takes only those, as a one-pixel axis replicates)."""
+    tall = np.repeat(np.repeat(img, 5 if img.shape[0] == 1 else 1, axis=0),
+                     5 if img.shape[1] == 1 else 1, axis=1)
+    return cv2_warp(tall, M, size, "cubic", "reflect101", 0, perspective)
+
+
+@pytest.mark.parametrize("shape", [(1, 9, 3), (7, 1), (1, 1, 3)])
+def test_cpu_cubic_reflect101_one_pixel_side_returns(shape):
+    rng = np.random.default_rng(6)
+    img = random_image(rng, shape, np.uint8)
+    M = np.array([[0.8, 0.3, -2.5], [-0.2, 1.1, 3.25]])
+    got = G.warp_affine(img, M, (6, 8), interpolation="cubic", border_mode="reflect101")
+    np.testing.assert_array_equal(got, one_pixel_side_reference(img, M, (6, 8), False))
+    H = np.vstack([M, [0.01, -0.02, 1.0]])
+    got = G.warp_perspective(img, H, (6, 8), interpolation="cubic", border_mode="reflect101")
+    np.testing.assert_array_equal(got, one_pixel_side_reference(img, H, (6, 8), True))
+
+
 def test_cpu_ipp_makes_no_difference():
     rng = np.random.default_rng(5)
     img = random_image(rng, (40, 50, 3), np.float32)
@@ -316,6 +337,21 @@ def test_kernel_cubic_borders(kernels, border):
     assert_matches_opencv(got, ref, "cubic", np.float32)
 
 
+@pytest.mark.parametrize("dtype", [np.uint16, np.float32])
+def test_kernel_cubic_coordinates_past_the_simd_body(kernels, dtype):
+    """Output columns past the last whole 16-pixel step near a perspective horizon, where w
+    is small and an ulp of it moves the source coordinate by 1e-4: OpenCV's cubic warp
+    computes them as its SIMD body does (its linear and nearest warps take their scalar
+    formula there, which test_properties.py holds bit for bit)."""
+    rng = np.random.default_rng(25)
+    img = random_image(rng, (3, 13), dtype)
+    H = np.array([[1.64485981, -0.86666667, 0.0], [0.1488138, 1.175, -1.125],
+                  [0.0496046, -0.06666667, 1.0]])
+    for width in (34, 40, 47):
+        got, ref = run_kernel(kernels, img, H, (3, width), "cubic", "reflect", perspective=True)
+        assert_matches_opencv(got, ref, "cubic", dtype)
+
+
 @pytest.mark.parametrize("border", ["reflect", "reflect101", "wrap"])
 def test_kernel_cubic_far_outside(kernels, border):
     """OpenCV 5's cubic warp clamps source coordinates to [-m, 2m] per axis, m = max(side,
@@ -329,6 +365,20 @@ def test_kernel_cubic_far_outside(kernels, border):
             M = np.array([[0.9, 0.15, tx], [-0.1, 1.05, ty]])
             got, ref = run_kernel(kernels, img, M, (3 * h, 3 * w), "cubic", border)
             assert_matches_opencv(got, ref, "cubic", np.uint8)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_kernel_cubic_reflect101_one_pixel_side(kernels, dtype):
+    """Where cv2 does not return (test_cpu_cubic_reflect101_one_pixel_side_returns), the
+    kernels replicate the one-pixel axis, as the CPU backend does."""
+    rng = np.random.default_rng(24)
+    for shape in [(1, 9, 3), (7, 1), (1, 1, 3)]:
+        img = random_image(rng, shape, dtype)
+        M = np.array([[0.8, 0.3, -2.5], [-0.2, 1.1, 3.25]])
+        ref = one_pixel_side_reference(img, M, (6, 8), False).reshape((6, 8) + shape[2:])
+        out = kernels.poisoned(ref.shape, dtype)
+        G.warp_affine(kernels.put(img), M, (6, 8), interpolation="cubic", border_mode="reflect101", out=out)
+        assert_matches_opencv(kernels.get(out), ref, "cubic", dtype)
 
 
 def test_kernel_gray_noncontiguous_and_photo(kernels):

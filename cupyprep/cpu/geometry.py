@@ -57,6 +57,13 @@ def _warp_hwc(img, matrix, size, flag, border, border_value, perspective):
     h, w = size
     src = img.astype(np.float32) if img.dtype == np.float16 else img
     fn = cv2.warpPerspective if perspective else cv2.warpAffine
+    if flag == cv2.INTER_CUBIC and border == "reflect101" and min(src.shape[:2]) == 1:
+        # OpenCV 5's cubic warp never returns for BORDER_REFLECT_101 on an image with a
+        # one-pixel side. A one-pixel axis replicates (as the kernels and OpenCV's other
+        # warps make it), and so does a two-pixel axis of two equal pixels under reflect101:
+        # warp that instead (the clamp of cubic coordinates, max(side, 16), is the same).
+        src = np.repeat(src, 2 if src.shape[0] == 1 else 1, axis=0)
+        src = np.repeat(src, 2 if src.shape[1] == 1 else 1, axis=1)
     value = tuple(border_value[:4]) + (0.0,) * (4 - min(4, len(border_value)))
     res = fn(np.ascontiguousarray(src), np.asarray(matrix, np.float64), (w, h),
              flags=flag | cv2.WARP_INVERSE_MAP, borderMode=getattr(cv2, _CV2_BORDER[border]),
