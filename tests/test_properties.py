@@ -38,6 +38,11 @@ DTYPES = [np.uint8, np.uint16, np.float16, np.float32]
 seeds = st.integers(0, 2**32 - 1)
 
 
+def f32s(lo, hi):
+    """float32 values in [lo, hi] (bounds rounded to float32), none subnormal."""
+    return st.floats(float(np.float32(lo)), float(np.float32(hi)), width=32, allow_subnormal=False)
+
+
 def image(rng, shape, dtype, content):
     """Random values, or only the type's extremes (saturation, cvRound at the ends)."""
     if content == "random":
@@ -61,23 +66,31 @@ def view(kernels, host, how):
 
 
 # --- warps ------------------------------------------------------------------------------------
+def no_float32_subnormals(M):
+    """Whether M and its inverse (the kernels read the dst -> src one, as float32) are free
+    of values that are subnormal in float32 (see the module docstring)."""
+    tiny = np.finfo(np.float32).tiny
+    both = np.concatenate([M.ravel(), np.linalg.inv(np.vstack([M, [0, 0, 1]]) if M.shape[0] == 2
+                                                    else M).ravel()])
+    return not ((both != 0) & (np.abs(both) < tiny)).any()
+
+
 @st.composite
 def affine_matrices(draw, h, w):
     """Rotations (right angles included), scales from strong zoom-out to zoom-in, shear,
     flips and translations (half-pixel ones put coordinates on rounding ties)."""
     angle = draw(st.one_of(st.sampled_from([0.0, 90.0, -90.0, 180.0, 45.0]),
-                           st.floats(-180, 180, allow_subnormal=False)))
-    scale = draw(st.one_of(st.just(1.0), st.floats(0.2, 4.0, allow_subnormal=False)))
-    shear = draw(st.one_of(st.just(0.0), st.floats(-0.6, 0.6, allow_subnormal=False)))
+                           f32s(-180, 180)))
+    scale = draw(st.one_of(st.just(1.0), f32s(0.2, 4.0)))
+    shear = draw(st.one_of(st.just(0.0), f32s(-0.6, 0.6)))
     flip = draw(st.sampled_from([1.0, -1.0]))
     t = draw(st.one_of(st.tuples(st.integers(-2 * w, 2 * w), st.integers(-2 * h, 2 * h)).map(
                            lambda v: (v[0] / 2, v[1] / 2)),
-                       st.tuples(st.floats(-w, w, allow_subnormal=False),
-                                 st.floats(-h, h, allow_subnormal=False))))
+                       st.tuples(f32s(-w, w), f32s(-h, h))))
     a = np.deg2rad(angle)
     c, s = scale * np.cos(a), scale * np.sin(a)
     M = np.array([[flip * c, -s + shear, t[0]], [flip * s, c, t[1]]])
-    assume(abs(np.linalg.det(M[:, :2])) > 1e-3)
+    assume(abs(np.linalg.det(M[:, :2])) > 1e-3 and no_float32_subnormals(M))
     return M
 
 
@@ -85,11 +98,11 @@ def affine_matrices(draw, h, w):
 def homographies(draw, h, w):
     """Corners moved by up to 45% of the side: strong perspective, the horizon (w = 0) may
     cross the output."""
-    j = draw(st.lists(st.floats(-0.45, 0.45, allow_subnormal=False), min_size=8, max_size=8))
+    j = draw(st.lists(f32s(-0.45, 0.45), min_size=8, max_size=8))
     s = np.float32([[0, 0], [w, 0], [w, h], [0, h]])
     d = s + (np.float32(j).reshape(4, 2) * [max(w, 2), max(h, 2)]).astype(np.float32)
     H = cv2.getPerspectiveTransform(s, d)
-    assume(np.isfinite(H).all() and abs(np.linalg.det(H)) > 1e-6)
+    assume(np.isfinite(H).all() and abs(np.linalg.det(H)) > 1e-6 and no_float32_subnormals(H))
     return H
 
 
@@ -241,7 +254,7 @@ def detections(draw):
         scores[rng.integers(0, n, max(1, n // 20))] = draw(st.sampled_from([np.nan, np.inf, -np.inf]))
     dtype = draw(st.sampled_from([np.float32, np.float16]))
     classes = None if draw(st.booleans()) else rng.integers(-2, 3, n).astype(np.int64)
-    threshold = draw(st.one_of(st.sampled_from([0.0, 0.5, 1.0]), st.floats(-0.1, 1.1, allow_subnormal=False)))
+    threshold = draw(st.one_of(st.sampled_from([0.0, 0.5, 1.0]), f32s(-0.1, 1.1)))
     return boxes.astype(dtype), scores.astype(dtype), classes, threshold
 
 
