@@ -1,7 +1,8 @@
 """Property-based tests: hypothesis draws the cases (shapes from 1x1 up, dtypes, channel
 counts, matrices, modes, borders, strided views, boxes with ties and special values) and
 each op's kernels are held to the same references as the hand-picked tests: OpenCV for
-the warps and resize, the CPU backend for preprocess, NMS and RoI Align.
+the warps and resize, the CPU backend for preprocess, normalize, NMS, multiclass NMS and
+RoI Align.
 
 Drawn floats are never subnormal: CuPy compiles every kernel with -ftz=true, so float32
 subnormals are zero on the GPU (README, "Conventions"), where OpenCV and NumPy keep them.
@@ -27,6 +28,8 @@ from conftest import random_image  # noqa: E402
 from cupyprep import geometry as G  # noqa: E402
 from cupyprep.cpu import detection as cpu_det  # noqa: E402
 from test_detection import reference_nms  # noqa: E402
+from test_normalize import IN_DTYPES as NORMALIZE_IN, OUT_DTYPES as NORMALIZE_OUT  # noqa: E402
+from test_normalize import check_kernel as check_normalize  # noqa: E402
 from test_preprocess import MODES as PREPROCESS_MODES  # noqa: E402
 from test_preprocess import check as check_preprocess  # noqa: E402
 from test_resize import assert_matches_opencv as assert_resize_matches  # noqa: E402
@@ -230,6 +233,27 @@ def test_kernel_preprocess_any_case(kernels, shapes, channels, size, mode, inter
     check_preprocess(kernels, images, size, **kw)
 
 
+# --- normalize --------------------------------------------------------------------------------
+@given(in_dtype=st.sampled_from(NORMALIZE_IN), out_dtype=st.sampled_from(NORMALIZE_OUT),
+       shape=st.tuples(st.integers(0, 3), st.integers(1, 9), st.integers(1, 9)),
+       channels=st.sampled_from([None, 1, 2, 3, 4]), layout=st.sampled_from(["NCHW", "NHWC"]),
+       scale=st.sampled_from([1.0, 1 / 255, 40.0, 0.5]), swap_rb=st.booleans(), seed=seeds)
+def test_kernel_normalize_any_case(kernels, in_dtype, out_dtype, shape, channels, layout, scale,
+                                   swap_rb, seed):
+    """normalize against the CPU backend, bit for bit (and float32 against float64 math):
+    batches (empty ones too), single images, gray and 1-4 channels, per-channel mean / std."""
+    rng = np.random.default_rng(seed)
+    n, h, w = shape
+    c = 1 if channels is None else channels
+    if channels is None:
+        img, layout = random_image(rng, (h, w), in_dtype), "CHW"
+    else:
+        img = random_image(rng, (n, h, w, c), in_dtype)
+    mean = tuple(rng.uniform(-0.5, 0.5, c))
+    std = tuple(rng.uniform(0.2, 2.0, c))
+    check_normalize(kernels, img, mean, std, scale, swap_rb and c >= 3, layout, out_dtype)
+
+
 # --- NMS --------------------------------------------------------------------------------------
 @st.composite
 def detections(draw):
@@ -301,3 +325,40 @@ def test_kernel_roi_align_any_case(kernels, n, c, hw, k, size, scale, sampling, 
     got = det.roi_align(kernels.put(feat), kernels.put(rois), size, scale, sampling, aligned)
     assert kernels.get(got).dtype == dtype
     np.testing.assert_array_equal(kernels.get(got), ref)
+
+
+@given(b=st.integers(1, 3), n=st.integers(0, 60), c=st.sampled_from([None, 1, 3]),
+       agnostic=st.booleans(), score_threshold=st.one_of(st.none(), st.sampled_from([0.0, 0.25, 0.5]), f32s(0.0, 0.9)),
+       top_k=st.one_of(st.none(), st.integers(1, 100)), max_detections=st.integers(1, 40),
+       threshold=f32s(0.0, 1.0), dtype=st.sampled_from([np.float32, np.float16]),
+       ties=st.booleans(), seed=seeds)
+def test_kernel_multiclass_nms_any_case(kernels, b, n, c, agnostic, score_threshold, top_k,
+                                        max_detections, threshold, dtype, ties, seed):
+    """multiclass_nms against the NumPy backend: every output field, per class or across
+    classes, with and without a score threshold (scores equal to it too) and top_k, tied and
+    NaN scores."""
+    rng = np.random.default_rng(seed)
+    c0 = rng.uniform(0, 60, (b, n, 2))
+    wh = rng.uniform(2, 25, (b, n, 2))
+    boxes = np.concatenate([c0, c0 + wh], axis=2).astype(dtype)
+    shape = (b, n) if c is None else (b, n, c)
+    scores = (rng.integers(0, 4, shape) / 4 if ties else rng.random(shape)).astype(dtype)
+    if scores.size and ties:
+        scores.reshape(-1)[rng.integers(0, scores.size)] = np.nan
+    s3 = scores if scores.ndim == 3 else scores[:, :, None]
+    idx, cls, counts = cpu_det.multiclass_nms(boxes, s3, threshold, score_threshold, top_k,
+                                              max_detections, agnostic)
+    valid, rows = idx >= 0, np.arange(b)[:, None]
+    safe = np.where(valid, idx, 0)
+    if n == 0:  # nothing kept: gather from one zero row
+        boxes_at, s3_at = np.zeros((b, 1, 4), dtype), np.zeros((b, 1, s3.shape[2]), dtype)
+    else:
+        boxes_at, s3_at = boxes, s3
+    ref = det.Detections(counts, np.where(valid[..., None], boxes_at[rows, safe], 0).astype(dtype),
+                         np.where(valid, s3_at[rows, safe, np.where(valid, cls, 0)], 0).astype(dtype),
+                         cls, idx)
+    got = det.multiclass_nms(kernels.put(boxes), kernels.put(scores), iou_threshold=threshold,
+                             score_threshold=score_threshold, top_k=top_k,
+                             max_detections=max_detections, class_agnostic=agnostic)
+    for name, a, r in zip(ref._fields, got, ref):
+        np.testing.assert_array_equal(kernels.get(a), r, err_msg=name)
