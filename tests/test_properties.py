@@ -56,16 +56,14 @@ def image(rng, shape, dtype, content):
 
 
 def view(kernels, host, how):
-    """A source as the caller may hand it: contiguous, rows padded (pixels still dense), or
-    every other column (pixels not dense); returns (kernel-side array, the same as NumPy)."""
+    """``host`` on the kernel side as a caller may hand it: contiguous, rows padded (pixels
+    still dense), or every other column of a wider array (pixels not dense)."""
     if how == "contiguous":
-        return kernels.put(host), host
+        return kernels.put(host)
     if how == "padded rows":
         pad = np.zeros((host.shape[0], 3) + host.shape[2:], host.dtype)
-        base = kernels.put(np.concatenate([host, pad], axis=1))
-        return base[:, : host.shape[1]], host
-    wide = np.repeat(host, 2, axis=1)
-    return kernels.put(wide)[:, ::2], host
+        return kernels.put(np.concatenate([host, pad], axis=1))[:, : host.shape[1]]
+    return kernels.put(np.repeat(host, 2, axis=1))[:, ::2]
 
 
 # --- warps ------------------------------------------------------------------------------------
@@ -160,7 +158,7 @@ def test_kernel_warp_any_case(kernels, interpolation, case):
     if case["source"] == "contiguous" or n is not None:
         src = kernels.put(host)
     else:
-        src, _ = view(kernels, host, case["source"])
+        src = view(kernels, host, case["source"])
     out = kernels.poisoned(ref.shape, host.dtype)
     fn = G.warp_perspective if case["perspective"] else G.warp_affine
     res = fn(src, mats, case["size"], interpolation=case["interpolation"], border_mode=case["border"],
@@ -201,7 +199,7 @@ def test_kernel_resize_any_case(kernels, dtype, channels, shapes, mode, content,
     host = image(rng, shape if channels is None else shape + (channels,), dtype, content)
     with ipp(False):
         ref = cv2_resize(host, size, mode)
-    src, _ = view(kernels, host, source)
+    src = view(kernels, host, source)
     out = kernels.poisoned(ref.shape, host.dtype)
     res = cupyprep.resize(src, size, interpolation=mode, out=out)
     assert res is out
