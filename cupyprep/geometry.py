@@ -231,8 +231,7 @@ ARCFACE_112 = np.array([[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.736
 
 # OpenCV's SIMD step for its float warp kernels on AVX2 (2 x 8 float lanes): pixels below
 # the destination width rounded down to it take the vector arithmetic, the rest the scalar.
-# Its cubic warp takes the vector arithmetic's coordinates for every pixel, the last ones
-# too (seen where they matter, near a perspective horizon: tests/test_warp.py).
+# (Its cubic warp has no scalar tail: kernels/warp.cu.)
 _OPENCV_WARP_STEP = 16
 
 
@@ -687,7 +686,7 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
         if kernel == "linear_fixed":  # nearest_fixed reads no weights
             it, ft = _inter_tables()
             itab, ftab = (xp.asarray(it), None) if dtype == np.uint8 else (None, xp.asarray(ft))
-        body_end = dw if kernel == "cubic" else dw // _OPENCV_WARP_STEP * _OPENCV_WARP_STEP
+        body_end = dw // _OPENCV_WARP_STEP * _OPENCV_WARP_STEP
         bv = [f32(v) for v in bval + (0.0,) * (4 - c)]
         # dense: every pixel's channels adjacent, in the source and in the output (the
         # kernel then knows those strides at compile time and moves words)

@@ -31,9 +31,9 @@
 //   v0 = fma(a, p01 - p00, p00), v1 = fma(a, p11 - p10, p10), v = fma(b, v1 - v0, v0),
 //   rounded half to even and saturated. Nearest: ix = rint(sx) (half to even).
 //
-// "cubic": the float coordinates above (OpenCV's cubic warp takes its SIMD body's formula
-// for every x, so the host passes body_end = the destination width), Keys' weights
-// (A = -0.75) at the exact fraction.
+// "cubic": the float coordinates above, the SIMD body's formula for every x (OpenCV's cubic
+// warp has no scalar tail; body_end is not read), Keys' weights (A = -0.75) at the exact
+// fraction.
 //
 // "nearest_fixed", "linear_fixed" (OpenCV's older remap path, which it keeps for 2
 // channels): coordinates in double, quantized to 1/32 pixel
@@ -724,9 +724,9 @@ __device__ __forceinline__ void warp_linear_fixed(const Item<T>& it, cp::i64 d_c
 // reproduced: results agree within float32 rounding, 1 for integer types).
 template <typename T, int CN, bool PERSPECTIVE>
 __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int border,
-                                           const float (&bval)[4], int body_end) {
+                                           const float (&bval)[4]) {
     float sx, sy;
-    float_coords<PERSPECTIVE>(it.mf, it.x, it.y, it.x < body_end, sx, sy);
+    float_coords<PERSPECTIVE>(it.mf, it.x, it.y, true, sx, sy);
     // OpenCV 5's cubic warp clamps each source coordinate to [-m, 2m], m = max(side, 16),
     // before taking taps (seen with cv2.warpAffine: far outside, every pixel equals the
     // one at the clamp; it matters only for the periodic borders)
@@ -856,9 +856,9 @@ CUPYPREP_WARP_FLOAT_KERNEL(affine, false, nearest, warp_nearest, false)
 CUPYPREP_WARP_FLOAT_KERNEL(affine, false, linear, warp_linear, true)
 CUPYPREP_WARP_KERNEL(affine, false, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval)))
 CUPYPREP_WARP_KERNEL(affine, false, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab)))
-CUPYPREP_WARP_KERNEL(affine, false, cubic, (warp_cubic<T, CN, P>(it, d_c, border, bval, body_end)))
+CUPYPREP_WARP_KERNEL(affine, false, cubic, (warp_cubic<T, CN, P>(it, d_c, border, bval)))
 CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, nearest, warp_nearest, false)
 CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, linear, warp_linear, true)
 CUPYPREP_WARP_KERNEL(perspective, true, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval)))
 CUPYPREP_WARP_KERNEL(perspective, true, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab)))
-CUPYPREP_WARP_KERNEL(perspective, true, cubic, (warp_cubic<T, CN, P>(it, d_c, border, bval, body_end)))
+CUPYPREP_WARP_KERNEL(perspective, true, cubic, (warp_cubic<T, CN, P>(it, d_c, border, bval)))

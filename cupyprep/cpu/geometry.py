@@ -62,8 +62,8 @@ def _warp_hwc(img, matrix, size, flag, border, border_value, perspective):
         # one-pixel side. A one-pixel axis replicates (as the kernels and OpenCV's other
         # warps make it), and so does a two-pixel axis of two equal pixels under reflect101:
         # warp that instead (the clamp of cubic coordinates, max(side, 16), is the same).
-        src = np.repeat(src, 2 if src.shape[0] == 1 else 1, axis=0)
-        src = np.repeat(src, 2 if src.shape[1] == 1 else 1, axis=1)
+        src = np.pad(src, [(0, int(n == 1)) for n in src.shape[:2]] + [(0, 0)] * (src.ndim - 2),
+                     mode="edge")
     value = tuple(border_value[:4]) + (0.0,) * (4 - min(4, len(border_value)))
     res = fn(np.ascontiguousarray(src), np.asarray(matrix, np.float64), (w, h),
              flags=flag | cv2.WARP_INVERSE_MAP, borderMode=getattr(cv2, _CV2_BORDER[border]),
