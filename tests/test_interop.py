@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 import cupyprep
+from conftest import random_image
 from cupyprep import _arrays, interop
+from op_cases import flat, image_ops, post_ops
 
 torch = pytest.importorskip("torch")
 
@@ -192,6 +194,43 @@ def test_op_on_another_stream_waits_for_the_input(kind, stream_kind):
     _arrays.cupy_stream(b_ptr).synchronize()
     values = batch.cpu().numpy() if kind == "torch" else cupy.asnumpy(batch)
     np.testing.assert_allclose(values, np.float32(200) / np.float32(255))
+
+
+def _op_cases():
+    host = random_image(np.random.default_rng(0), (2, 30, 40, 3), np.uint8)
+    return [(name, (host,), op) for name, op in image_ops()] + post_ops()
+
+
+_OP_CASES = _op_cases()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("chosen", [False, True], ids=["current", "chosen"])
+@pytest.mark.parametrize("case", _OP_CASES, ids=[c[0] for c in _OP_CASES])
+def test_every_op_runs_after_its_inputs_are_written(case, chosen):
+    """Every argument tensor is written on side stream A behind a long kernel; the op is
+    called with A current (or inside ``cupyprep.stream(B)``, which must wait for A). All of
+    the op's device work (matrices, sorts, tables, not only its main kernel) must be queued
+    after those writes: work put on another stream reads the 3s that were there before."""
+    name, inputs, op = case
+    want = [r.cpu().numpy() for r in flat(op(*[torch.from_numpy(np.asarray(a)).cuda() for a in inputs]))]
+    src = [torch.from_numpy(np.asarray(a)).cuda() for a in inputs]
+    args = [torch.full_like(t, 3) for t in src]
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    _spin(a, 100)
+    with torch.cuda.stream(a):
+        for dst, value in zip(args, src):
+            dst.copy_(value)
+        if chosen:
+            with cupyprep.stream(b):
+                got = flat(op(*args))
+        else:
+            got = flat(op(*args))
+    torch.cuda.synchronize()
+    assert len(got) == len(want), name
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.cpu().numpy(), w, err_msg=name)
 
 
 @pytest.mark.gpu

@@ -6,6 +6,7 @@ import pytest
 
 import cupyprep
 from conftest import random_image
+from op_cases import flat, image_ops, post_ops
 
 pytestmark = [pytest.mark.gpu, pytest.mark.multigpu]
 
@@ -23,20 +24,7 @@ if _device_count() < 2:
     pytestmark.append(pytest.mark.skip(reason="needs two CUDA devices"))
 
 
-def _ops():
-    """(name, call) pairs: each call takes an array on some device, returns a result."""
-    return [
-        ("resize", lambda x: cupyprep.resize(x, (17, 29))),
-        ("resize_cubic", lambda x: cupyprep.resize(x, (40, 50), interpolation="cubic")),
-        ("normalize", lambda x: cupyprep.normalize(x, (0.4, 0.5, 0.6), (0.2, 0.2, 0.2), scale=1 / 255)),
-        ("swap_rb", lambda x: cupyprep.swap_rb(x)),
-        ("to_gray", lambda x: cupyprep.to_gray(x)),
-        ("preprocess", lambda x: cupyprep.preprocess(x, (32, 32))[0]),
-        ("preprocess_ragged", lambda x: cupyprep.preprocess([x[0], x[1, :20]], (32, 32))[0]),
-    ]
-
-
-@pytest.mark.parametrize("name, op", _ops())
+@pytest.mark.parametrize("name, op", image_ops())
 def test_cupy_ops_stay_on_the_input_device(name, op):
     import cupy
 
@@ -52,6 +40,38 @@ def test_cupy_ops_stay_on_the_input_device(name, op):
     np.testing.assert_array_equal(cupy.asnumpy(out), ref)
     keys = {k[0] for k in cupyprep._kernels._cuda_cache}
     assert {0, 1} <= keys  # kernels compiled and cached per device
+
+
+@pytest.mark.parametrize("name, inputs, op", post_ops(), ids=[o[0] for o in post_ops()])
+def test_warps_and_detection_stay_on_the_input_device(name, inputs, op):
+    import cupy
+
+    with cupy.cuda.Device(0):
+        ref = [cupy.asnumpy(r) for r in flat(op(*[cupy.asarray(a) for a in inputs]))]
+    with cupy.cuda.Device(1):
+        args = [cupy.asarray(a) for a in inputs]
+    with cupy.cuda.Device(0):
+        out = flat(op(*args))
+    assert [o.device.id for o in out] == [1] * len(out), name
+    for got, want in zip(out, ref):
+        np.testing.assert_array_equal(cupy.asnumpy(got), want, err_msg=name)
+
+
+@pytest.mark.parametrize("name, inputs, op", post_ops(), ids=[o[0] for o in post_ops()])
+def test_torch_warps_and_detection_on_cuda1(name, inputs, op):
+    """torch tensors on cuda:1 while cuda:0 is current, on a side stream of cuda:1: the
+    work is ordered on that stream (read back after synchronizing it alone)."""
+    torch = pytest.importorskip("torch")
+    ref = [r.cpu().numpy() for r in flat(op(*[torch.from_numpy(np.asarray(a)).to("cuda:0") for a in inputs]))]
+    args = [torch.from_numpy(np.asarray(a)).to("cuda:1") for a in inputs]
+    torch.cuda.synchronize(1)
+    stream = torch.cuda.Stream(device="cuda:1")
+    with torch.cuda.device(0), torch.cuda.stream(stream):
+        out = flat(op(*args))
+    stream.synchronize()
+    assert [o.device for o in out] == [torch.device("cuda:1")] * len(out), name
+    for got, want in zip(out, ref):
+        np.testing.assert_array_equal(got.cpu().numpy(), want, err_msg=name)
 
 
 def test_torch_tensors_on_cuda1():
