@@ -405,9 +405,9 @@ def _nms_call(boxes, scores, idxs, iou_threshold, return_count):
     if not call.device:
         keep = cpu.nms(b, s, thr, None if cls is None else np.asarray(cls))
         return _cpu_count_form(call, keep, n, return_count)
-    if n == 0:
-        return _empty_result(call, return_count)
     with call.launch():
+        if n == 0:
+            return _empty_result(call, return_count)
         bs = _arrays.element_strides(b, "boxes")
         ss = _arrays.element_strides(s, "scores")
         if cls is not None:
@@ -922,18 +922,19 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
     scale = _validate.number("spatial_scale", spatial_scale)
     if not isinstance(sampling_ratio, numbers.Integral) or isinstance(sampling_ratio, bool):
         raise TypeError(f"sampling_ratio: expected an int, got {sampling_ratio!r}")
-    table = _rois_table(call, rois)
-    N, C, H, W = f.shape
-    K = table.shape[0]
-    if PH * PW >= 2**31:
-        raise ValueError(f"output_size: expected fewer than 2**31 bins, got {PH} x {PW}")
-    if K >= 2**31:
-        raise ValueError(f"rois: expected fewer than 2**31 rois, got {K}")
-    if not call.device:
-        res = cpu.roi_align(np.asarray(f), np.asarray(table, np.float32), (PH, PW), scale,
-                            int(sampling_ratio), bool(aligned))
-        return call.result(res.astype(dtype))
+    # list rois are assembled on the features' device and stream
     with call.launch():
+        table = _rois_table(call, rois)
+        N, C, H, W = f.shape
+        K = table.shape[0]
+        if PH * PW >= 2**31:
+            raise ValueError(f"output_size: expected fewer than 2**31 bins, got {PH} x {PW}")
+        if K >= 2**31:
+            raise ValueError(f"rois: expected fewer than 2**31 rois, got {K}")
+        if not call.device:
+            res = cpu.roi_align(np.asarray(f), np.asarray(table, np.float32), (PH, PW), scale,
+                                int(sampling_ratio), bool(aligned))
+            return call.result(res.astype(dtype))
         native, out = call.output(None, (K, C, PH, PW), dtype)
         if K * C * PH * PW == 0:
             return native
@@ -953,4 +954,4 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
                                  i32(W), table, i64(rs[0]), i64(rs[1]), np.float32(scale), i32(PH), i32(PW),
                                  i32(sampling_ratio), i32(K), i32(c_chunk), i32(narrow), np.uint32(m_bins),
                                  np.uint32(m_pw), out))
-    return native
+        return native

@@ -617,8 +617,18 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
           perspective, src_index=None, name="img", matrix_name="M", checked=False,
           gathered=None):
     """The warp ops' common path; ``gathered``: what _gather_images(images, name) returned,
-    when the caller has it already."""
-    call, arrays, uniform, (n_src, c, has_channels) = gathered or _gather_images(images, name)
+    when the caller has it already. Everything after reading the images runs on their
+    device and stream (the matrices' conversion and inversion too)."""
+    gathered = gathered or _gather_images(images, name)
+    with gathered[0].launch():
+        return _warp_on_device(gathered, matrix, size, interpolation, border_mode, border_value,
+                               inverse_map, out, perspective, src_index, name, matrix_name, checked)
+
+
+def _warp_on_device(gathered, matrix, size, interpolation, border_mode, border_value, inverse_map,
+                    out, perspective, src_index, name, matrix_name, checked):
+    """_warp inside the images' launch context (a no-op for NumPy images)."""
+    call, arrays, uniform, (n_src, c, has_channels) = gathered
     dh, dw = _validate.size_hw("size", size)
     interpolation = _validate.choice("interpolation", interpolation, WARP_INTERPOLATIONS)
     border_mode = _validate.choice("border_mode", border_mode, BORDER_MODES)
@@ -650,57 +660,56 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
         return call.result(res if batched else res[0], out)
     xp = call.xp
     kernel = _warp_kernel(interpolation, c)
-    with call.launch():
-        native, dst = call.output(out, out_shape, dtype)
-        d = _arrays.element_strides(dst, "out")
-        if has_channels:
-            d_n, d_y, d_x, d_c = d if batched else [0] + d
+    native, dst = call.output(out, out_shape, dtype)
+    d = _arrays.element_strides(dst, "out")
+    if has_channels:
+        d_n, d_y, d_x, d_c = d if batched else [0] + d
+    else:
+        (d_n, d_y, d_x), d_c = (d if batched else [0] + d), 0
+    i64, i32, f32 = np.int64, np.int32, np.float32
+    if uniform:
+        st = _arrays.element_strides(arrays, name)
+        if arrays.ndim == 4:
+            s_n, s_y, s_x, s_c = st
+            sh, sw = arrays.shape[1:3]
         else:
-            (d_n, d_y, d_x), d_c = (d if batched else [0] + d), 0
-        i64, i32, f32 = np.int64, np.int32, np.float32
-        if uniform:
-            st = _arrays.element_strides(arrays, name)
-            if arrays.ndim == 4:
-                s_n, s_y, s_x, s_c = st
-                sh, sw = arrays.shape[1:3]
-            else:
-                s_n = 0
-                s_y, s_x = st[:2]
-                s_c = st[2] if arrays.ndim == 3 else 0
-                sh, sw = arrays.shape[:2]
-            tables = (arrays, None, None, None, i32(sh), i32(sw), i64(s_n), i64(s_y), i64(s_x), i64(s_c))
-        else:
-            strides = []
-            for a in arrays:
-                st = _arrays.element_strides(a, name)
-                strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [0]))
-            hw = np.array([a.shape[:2] for a in arrays], np.int32)
-            tables = (None, _kernels.pointer_table(arrays, xp), xp.asarray(hw),
-                      xp.asarray(np.array(strides, np.int64)), i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
-        index = None if src_index is None else xp.asarray(src_index, dtype=np.int32)
-        mats = inv if (_xp_of(inv) is xp and inv.dtype == np.float64
-                       and inv.flags.c_contiguous) else \
-            xp.ascontiguousarray(xp.asarray(inv, dtype=np.float64))
-        mat_step = rows * 3 if mats.ndim == 3 else 0
-        itab = ftab = None
-        if kernel == "linear_fixed":  # nearest_fixed reads no weights
-            it, ft = _inter_tables()
-            itab, ftab = (xp.asarray(it), None) if dtype == np.uint8 else (None, xp.asarray(ft))
-        body_end = dw // _OPENCV_WARP_STEP * _OPENCV_WARP_STEP
-        bv = [f32(v) for v in bval + (0.0,) * (4 - c)]
-        # dense: every pixel's channels adjacent, in the source and in the output (the
-        # kernel then knows those strides at compile time and moves words)
-        dense = (_WARP_DENSE and kernel in _FLOAT_WARP_KERNELS and uniform
-                 and _is_dense((s_x, s_c), c) and _is_dense((d_x, d_c), c))
-        pixels = _WARP_PIXELS_PER_THREAD if dense else 1
-        fn = _kernels.get_function("warp.cu", _warp_expr("perspective" if perspective else "affine",
-                                                         kernel, dtype, c, dense, pixels))
-        rows = _WARP_ROWS_PER_THREAD
-        block_x = _WARP_BLOCK_X if dense else _BLOCK_3D
-        launch_3d(fn, n_out, (dh + rows - 1) // rows, (dw + pixels - 1) // pixels, tables + (
-            index, mats, i64(mat_step), dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
-            i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab, i32(n_out), i32(rows)),
-            block_x=block_x, block_y=_BLOCK_3D // block_x)
+            s_n = 0
+            s_y, s_x = st[:2]
+            s_c = st[2] if arrays.ndim == 3 else 0
+            sh, sw = arrays.shape[:2]
+        tables = (arrays, None, None, None, i32(sh), i32(sw), i64(s_n), i64(s_y), i64(s_x), i64(s_c))
+    else:
+        strides = []
+        for a in arrays:
+            st = _arrays.element_strides(a, name)
+            strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [0]))
+        hw = np.array([a.shape[:2] for a in arrays], np.int32)
+        tables = (None, _kernels.pointer_table(arrays, xp), xp.asarray(hw),
+                  xp.asarray(np.array(strides, np.int64)), i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
+    index = None if src_index is None else xp.asarray(src_index, dtype=np.int32)
+    mats = inv if (_xp_of(inv) is xp and inv.dtype == np.float64
+                   and inv.flags.c_contiguous) else \
+        xp.ascontiguousarray(xp.asarray(inv, dtype=np.float64))
+    mat_step = rows * 3 if mats.ndim == 3 else 0
+    itab = ftab = None
+    if kernel == "linear_fixed":  # nearest_fixed reads no weights
+        it, ft = _inter_tables()
+        itab, ftab = (xp.asarray(it), None) if dtype == np.uint8 else (None, xp.asarray(ft))
+    body_end = dw // _OPENCV_WARP_STEP * _OPENCV_WARP_STEP
+    bv = [f32(v) for v in bval + (0.0,) * (4 - c)]
+    # dense: every pixel's channels adjacent, in the source and in the output (the
+    # kernel then knows those strides at compile time and moves words)
+    dense = (_WARP_DENSE and kernel in _FLOAT_WARP_KERNELS and uniform
+             and _is_dense((s_x, s_c), c) and _is_dense((d_x, d_c), c))
+    pixels = _WARP_PIXELS_PER_THREAD if dense else 1
+    fn = _kernels.get_function("warp.cu", _warp_expr("perspective" if perspective else "affine",
+                                                     kernel, dtype, c, dense, pixels))
+    rows = _WARP_ROWS_PER_THREAD
+    block_x = _WARP_BLOCK_X if dense else _BLOCK_3D
+    launch_3d(fn, n_out, (dh + rows - 1) // rows, (dw + pixels - 1) // pixels, tables + (
+        index, mats, i64(mat_step), dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
+        i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab, i32(n_out), i32(rows)),
+        block_x=block_x, block_y=_BLOCK_3D // block_x)
     return native
 
 
@@ -815,7 +824,8 @@ def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFAC
     Returns
     -------
     (crops, matrices): (F, H, W, C) crops of the images' kind and dtype, and the (F, 2, 3)
-    float64 source-to-crop matrices (numpy, or cupy on the device).
+    float64 source-to-crop matrices, also of the images' kind (numpy, cupy, or torch on the
+    images' device).
 
     Convention
     ----------
@@ -834,29 +844,41 @@ def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFAC
     if tmpl.ndim != 2 or tmpl.shape[1] != 2 or tmpl.shape[0] < 2:
         raise ValueError(f"template: expected shape (K, 2) with K >= 2, got {tmpl.shape}")
     tmpl = tmpl * np.array([dw / 112.0, dh / 112.0])
-    lm = _unwrap(landmarks)[0]
-    lm = call.convert(landmarks, "landmarks") if (call.device and not isinstance(lm, np.ndarray)) else lm
-    xp = call.xp if call.device else np
-    lm = xp.asarray(lm, dtype=xp.float64)
-    if lm.ndim != 3 or lm.shape[1:] != tmpl.shape:
-        raise ValueError(f"landmarks: expected shape (F, {tmpl.shape[0]}, 2), got {_arrays.describe(lm)}")
-    idx = _arrays.to_host(_unwrap(image_index)[0]) if not isinstance(image_index, (list, tuple)) else np.asarray(image_index)
-    idx = np.asarray(idx)
-    if idx.shape != (lm.shape[0],) or (idx.size and idx.dtype.kind not in "iu"):
-        raise ValueError(f"image_index: expected ({lm.shape[0]},) integers, got shape {idx.shape} "
-                         f"dtype {idx.dtype}")
-    if idx.size and (idx.min() < 0 or idx.max() >= n_src):
-        raise ValueError(f"image_index: expected values in [0, {n_src}), got {idx.min()}..{idx.max()}")
-    if lm.shape[0] == 0:
-        mats = xp.zeros((0, 2, 3))
-    else:
-        mats = estimate_similarity(lm, xp.asarray(tmpl))
-    if uniform and arrays.ndim != 4:
-        raise ValueError(f"images: expected an NHWC batch or a list of images, got {_arrays.describe(arrays)}")
-    crops = _warp(images, mats, (dh, dw), interpolation, "constant", 0, False, out, False,
-                  src_index=idx.astype(np.int32), name="images", matrix_name="landmarks",
-                  checked=True, gathered=gathered)
-    return crops, mats
+    # the landmarks' conversion and the similarity fit run on the images' device and stream
+    with call.launch():
+        lm = _unwrap(landmarks)[0]
+        lm = call.convert(landmarks, "landmarks") if (call.device and not isinstance(lm, np.ndarray)) else lm
+        xp = call.xp if call.device else np
+        lm = xp.asarray(lm, dtype=xp.float64)
+        if lm.ndim != 3 or lm.shape[1:] != tmpl.shape:
+            raise ValueError(f"landmarks: expected shape (F, {tmpl.shape[0]}, 2), got {_arrays.describe(lm)}")
+        idx = _arrays.to_host(_unwrap(image_index)[0]) if not isinstance(image_index, (list, tuple)) else np.asarray(image_index)
+        idx = np.asarray(idx)
+        if idx.shape != (lm.shape[0],) or (idx.size and idx.dtype.kind not in "iu"):
+            raise ValueError(f"image_index: expected ({lm.shape[0]},) integers, got shape {idx.shape} "
+                             f"dtype {idx.dtype}")
+        if idx.size and (idx.min() < 0 or idx.max() >= n_src):
+            raise ValueError(f"image_index: expected values in [0, {n_src}), got {idx.min()}..{idx.max()}")
+        if lm.shape[0] == 0:
+            mats = xp.zeros((0, 2, 3))
+        else:
+            mats = estimate_similarity(lm, xp.asarray(tmpl))
+        if uniform and arrays.ndim != 4:
+            raise ValueError(f"images: expected an NHWC batch or a list of images, got {_arrays.describe(arrays)}")
+        crops = _warp(images, mats, (dh, dw), interpolation, "constant", 0, False, out, False,
+                      src_index=idx.astype(np.int32), name="images", matrix_name="landmarks",
+                      checked=True, gathered=gathered)
+        return crops, _like_images(call, mats)
+
+
+def _like_images(call, mats):
+    """Matrices computed for an op (numpy, or cupy on the device) as the images' kind:
+    torch tensors for torch images (zero-copy on the device)."""
+    if call.kind != "torch":
+        return mats
+    import torch
+
+    return torch.from_dlpack(mats) if call.device else torch.from_numpy(mats)
 
 
 def random_affine(batch, degrees=0.0, translate=(0.0, 0.0), scale=(1.0, 1.0), shear=0.0,
@@ -915,28 +937,26 @@ def random_affine(batch, degrees=0.0, translate=(0.0, 0.0), scale=(1.0, 1.0), sh
     flip_p = _validate.number("flip_p", flip_p)
     if not 0 <= flip_p <= 1:
         raise ValueError(f"flip_p: expected a probability in [0, 1], got {flip_p}")
-    u = _uniforms(call, n, generator, seed)  # (n, 6) in [0, 1), on the batch's side
-    xp = _xp_of(u)
-    a = (deg[0] + (deg[1] - deg[0]) * u[:, 0]) * (math.pi / 180)
-    s = sc[0] + (sc[1] - sc[0]) * u[:, 1]
-    k = xp.tan((shr[0] + (shr[1] - shr[0]) * u[:, 2]) * (math.pi / 180))
-    tx = (2 * u[:, 3] - 1) * (tr[0] * w)
-    ty = (2 * u[:, 4] - 1) * (tr[1] * h)
-    f = xp.where(u[:, 5] < flip_p, -1.0, 1.0)
-    cos, sin = xp.cos(a), xp.sin(a)
-    a00, a01 = s * cos * f, s * (cos * k + sin)
-    a10, a11 = -s * sin * f, s * (cos - sin * k)
-    cx, cy = (w - 1) / 2.0, (h - 1) / 2.0
-    b0 = cx + tx - (a00 * cx + a01 * cy)
-    b1 = cy + ty - (a10 * cx + a11 * cy)
-    mats = xp.stack([xp.stack([a00, a01, b0], axis=-1), xp.stack([a10, a11, b1], axis=-1)], axis=-2)
-    warped = _warp(batch, mats, (h, w), interpolation, border_mode, border_value, False, out,
-                   False, name="batch", checked=True, gathered=gathered)
-    if call.kind == "torch":
-        import torch
-
-        mats = torch.from_dlpack(mats) if call.device else torch.from_numpy(mats)
-    return warped, mats
+    # drawn and assembled on the batch's device and stream, where the warp reads them
+    with call.launch():
+        u = _uniforms(call, n, generator, seed)  # (n, 6) in [0, 1), on the batch's side
+        xp = _xp_of(u)
+        a = (deg[0] + (deg[1] - deg[0]) * u[:, 0]) * (math.pi / 180)
+        s = sc[0] + (sc[1] - sc[0]) * u[:, 1]
+        k = xp.tan((shr[0] + (shr[1] - shr[0]) * u[:, 2]) * (math.pi / 180))
+        tx = (2 * u[:, 3] - 1) * (tr[0] * w)
+        ty = (2 * u[:, 4] - 1) * (tr[1] * h)
+        f = xp.where(u[:, 5] < flip_p, -1.0, 1.0)
+        cos, sin = xp.cos(a), xp.sin(a)
+        a00, a01 = s * cos * f, s * (cos * k + sin)
+        a10, a11 = -s * sin * f, s * (cos - sin * k)
+        cx, cy = (w - 1) / 2.0, (h - 1) / 2.0
+        b0 = cx + tx - (a00 * cx + a01 * cy)
+        b1 = cy + ty - (a10 * cx + a11 * cy)
+        mats = xp.stack([xp.stack([a00, a01, b0], axis=-1), xp.stack([a10, a11, b1], axis=-1)], axis=-2)
+        warped = _warp(batch, mats, (h, w), interpolation, border_mode, border_value, False, out,
+                       False, name="batch", checked=True, gathered=gathered)
+        return warped, _like_images(call, mats)
 
 
 def _range(name, v):

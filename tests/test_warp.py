@@ -245,6 +245,18 @@ def test_cpu_align_faces_puts_landmarks_on_template():
     np.testing.assert_array_equal(crops[0], cv2_warp(img, mats[0], (112, 112), "linear"))
 
 
+def test_cpu_align_faces_torch_images_give_torch_matrices():
+    """Torch images in, torch crops and matrices out (random_affine does the same)."""
+    torch = pytest.importorskip("torch")
+    img = photo("astronaut")[::4, ::4]
+    lm = np.array([[[45.0, 25.0], [60.0, 27.0], [51.0, 35.0], [46.0, 42.0], [58.0, 44.0]]])
+    crops, mats = G.align_faces(torch.from_numpy(img[None].copy()), lm, np.array([0]), size=(56, 56))
+    assert isinstance(crops, torch.Tensor) and isinstance(mats, torch.Tensor)
+    ref_crops, ref_mats = G.align_faces(img[None], lm, np.array([0]), size=(56, 56))
+    np.testing.assert_array_equal(mats.numpy(), ref_mats)
+    np.testing.assert_array_equal(crops.numpy(), ref_crops)
+
+
 def test_cpu_random_affine_reproducible_and_boxes_follow():
     batch = np.repeat(photo("astronaut")[None, ::8, ::8], 4, axis=0)
     a, Ma = G.random_affine(batch, 30, (0.1, 0.1), (0.8, 1.2), 10, 0.5, seed=3)
@@ -703,8 +715,8 @@ def test_gpu_torch_ragged_lists():
     lm = np.array([[[12.0, 10.0], [24.0, 11.0], [18.0, 16.0], [13.0, 22.0], [23.0, 23.0]]] * 2)
     crops, mats = G.align_faces(tensors, lm, np.array([2, 1]), size=(28, 24))
     assert isinstance(crops, torch.Tensor) and crops.device.type == "cuda"
-    mats = mats.cpu().numpy() if isinstance(mats, torch.Tensor) else np.asarray(
-        mats.get() if hasattr(mats, "get") else mats)
+    assert isinstance(mats, torch.Tensor) and mats.device == crops.device  # the images' kind
+    mats = mats.cpu().numpy()
     for f, k in enumerate([2, 1]):
         np.testing.assert_array_equal(crops[f].cpu().numpy(),
                                       cv2_warp(host[k], mats[f], (28, 24), "linear"))
