@@ -1,6 +1,7 @@
 """Fused batch preprocessing: decoded frames to a model's input tensor in one launch."""
 from __future__ import annotations
 
+import contextlib
 import numbers
 from dataclasses import dataclass
 
@@ -172,15 +173,22 @@ class PreprocessMeta:
                 raise ValueError(f"coords: expected shape ({len(self)}, K, {width}) or image_index, "
                                  f"got {tuple(coords.shape)}")
             mul, add, hi = mul[:, None], add[:, None], hi[:, None]
-        mul, add, hi = (_like(coords, a) for a in (mul, add, hi))
-        out = (coords - add) / mul if inverse else coords * mul + add
-        if clip:
-            out = _clip(out, hi)
+        with _device_of(coords):  # cupy coords: computed on their device, not the current one
+            mul, add, hi = (_like(coords, a) for a in (mul, add, hi))
+            out = (coords - add) / mul if inverse else coords * mul + add
+            if clip:
+                out = _clip(out, hi)
         return out
 
 
 def _rows(c):
     return c.shape[0]
+
+
+def _device_of(coords):
+    """The device context of cupy ``coords`` (nothing to enter for numpy and torch, whose
+    operations follow their tensors' device)."""
+    return coords.device if _arrays._is_cupy(coords) else contextlib.nullcontext()
 
 
 def _like(ref, a):

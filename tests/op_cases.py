@@ -68,4 +68,21 @@ def post_ops():
         ("nms_empty", (np.zeros((0, 4), np.float32), np.zeros((0,), np.float32)),
          lambda b, s: cupyprep.nms(b, s, 0.5, return_count=True)),
         ("box_iou", (small[:50], small[50:120]), cupyprep.box_iou),
+        ("transform_points", (rng.uniform(0, 50, (3, 5, 2)), rot), cupyprep.transform_points),
+        ("transform_points_perspective", (rng.uniform(0, 50, (3, 5, 2)), persp), cupyprep.transform_points),
+    ]
+
+
+def matrix_helpers():
+    """(name, host inputs, call) of the matrix helpers that take numpy or cupy arrays."""
+    rng = np.random.default_rng(5)
+    quad = np.array([[0.0, 0.0], [40.0, 3.0], [38.0, 30.0], [2.0, 28.0]]) + rng.uniform(0, 2, (3, 4, 2))
+    return [
+        ("get_rotation_matrix_2d", (rng.uniform(0, 50, (3, 2)), rng.uniform(-90, 90, 3), rng.uniform(0.5, 2, 3)),
+         cupyprep.get_rotation_matrix_2d),
+        ("invert_affine_transform", (cupyprep.get_rotation_matrix_2d((20.0, 10.0), 30.0, 1.5),),
+         cupyprep.invert_affine_transform),
+        ("get_affine_transform", (quad[:, :3], quad[:, :3] * 1.5 + 2), cupyprep.get_affine_transform),
+        ("get_perspective_transform", (quad, quad[:, ::-1] * 0.8), cupyprep.get_perspective_transform),
+        ("estimate_similarity", (quad, quad * 0.7 + 3), cupyprep.estimate_similarity),
     ]

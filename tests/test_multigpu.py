@@ -6,7 +6,7 @@ import pytest
 
 import cupyprep
 from conftest import random_image
-from op_cases import flat, image_ops, post_ops
+from op_cases import flat, image_ops, matrix_helpers, post_ops
 
 pytestmark = [pytest.mark.gpu, pytest.mark.multigpu]
 
@@ -42,8 +42,11 @@ def test_cupy_ops_stay_on_the_input_device(name, op):
     assert {0, 1} <= keys  # kernels compiled and cached per device
 
 
-@pytest.mark.parametrize("name, inputs, op", post_ops(), ids=[o[0] for o in post_ops()])
-def test_warps_and_detection_stay_on_the_input_device(name, inputs, op):
+_CUPY_CASES = post_ops() + matrix_helpers()
+
+
+@pytest.mark.parametrize("name, inputs, op", _CUPY_CASES, ids=[o[0] for o in _CUPY_CASES])
+def test_warps_detection_and_helpers_stay_on_the_input_device(name, inputs, op):
     import cupy
 
     with cupy.cuda.Device(0):
@@ -72,6 +75,25 @@ def test_torch_warps_and_detection_on_cuda1(name, inputs, op):
     assert [o.device for o in out] == [torch.device("cuda:1")] * len(out), name
     for got, want in zip(out, ref):
         np.testing.assert_array_equal(got.cpu().numpy(), want, err_msg=name)
+
+
+def test_meta_maps_cupy_boxes_on_their_device():
+    """PreprocessMeta.to_original / to_network on cupy boxes of device 1 while device 0 is
+    current: computed on device 1, equal to the same on device 0."""
+    import cupy
+
+    host = random_image(np.random.default_rng(5), (2, 30, 40, 3), np.uint8)
+    _, meta = cupyprep.preprocess(host, (64, 64))
+    boxes = np.random.default_rng(6).uniform(0, 64, (2, 5, 4)).astype(np.float32)
+    with cupy.cuda.Device(0):
+        want = [cupy.asnumpy(f(cupy.asarray(boxes))) for f in (meta.to_original, meta.to_network)]
+    with cupy.cuda.Device(1):
+        b1 = cupy.asarray(boxes)
+    with cupy.cuda.Device(0):
+        got = [f(b1) for f in (meta.to_original, meta.to_network)]
+    for g, w in zip(got, want):
+        assert g.device.id == 1
+        np.testing.assert_array_equal(cupy.asnumpy(g), w)
 
 
 def test_torch_tensors_on_cuda1():
