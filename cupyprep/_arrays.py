@@ -479,6 +479,47 @@ def _torch_bf16():
     return torch.bfloat16
 
 
+def apart(out, dst, inputs):
+    """``(view, done)`` for an op's ``out`` argument, its output view ``dst`` and its input
+    arrays: ``dst`` and a no-op, or, where a given ``out`` overlaps an input in memory
+    (``out=img``: in-place use), a fresh array for the kernel to write and ``done()``,
+    which copies it into ``dst`` after the launch (on the same stream). OpenCV's warps and
+    resizes accept ``dst`` equal to ``src`` alike, by copying."""
+    if out is None:  # a new output overlaps nothing
+        return dst, _nothing
+    lo, hi = _byte_span(dst)
+    for a in inputs:
+        a_lo, a_hi = _byte_span(a)
+        if lo < a_hi and a_lo < hi:
+            xp = np if isinstance(dst, np.ndarray) else __import__("cupy")
+            fresh = xp.empty(dst.shape, dst.dtype)
+
+            def done():
+                dst[...] = fresh
+
+            return fresh, done
+    return dst, _nothing
+
+
+def _nothing():
+    pass
+
+
+def _byte_span(a):
+    """``[lo, hi)``: the addresses an array's elements lie in (empty for no elements);
+    numpy, cupy or :class:`TensorView`."""
+    if any(n == 0 for n in a.shape):
+        return 0, 0
+    lo = a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr
+    hi = lo + a.itemsize
+    for n, s in zip(a.shape, a.strides):
+        if s < 0:
+            lo += (n - 1) * s
+        else:
+            hi += (n - 1) * s
+    return lo, hi
+
+
 def element_strides(array, name="img"):
     """Strides in elements (negative and zero strides allowed)."""
     itemsize = array.itemsize

@@ -47,7 +47,9 @@ def swap_rb(img, *, out=None):
         return call.result(cpu.swap_rb(arr), out)
     with call.launch():
         native, dst = call.output(out, arr.shape, dtype)
+        dst, done = _arrays.apart(out, dst, [arr])
         _launch(f"cupyprep_swap_rb<{C_TYPES[dtype]}, {geo.c}>", arr, dst, geo, True)
+        done()
     return native
 
 
@@ -64,8 +66,10 @@ def to_gray(img, *, order="bgr", out=None):
         return call.result(cpu.to_gray(arr, order), out)
     with call.launch():
         native, dst = call.output(out, arr.shape[:-1], dtype)
+        dst, done = _arrays.apart(out, dst, [arr])
         bidx = 0 if order == "bgr" else 2
         _launch(f"cupyprep_to_gray<{C_TYPES[dtype]}, {geo.c}, {bidx}>", arr, dst, geo, False)
+        done()
     return native
 
 

@@ -171,6 +171,7 @@ def _resize(img, size, interpolation, layout, out, scale=None):
         )
     with call.launch():
         native, dst = call.output(out, geo.shape(dh, dw), dtype)
+        dst, done = _arrays.apart(out, dst, [arr])
         dgeo = _validate.image_layout("out", dst, layout)
         if geo.channels_last and geo.c <= 4:
             cn, groups = geo.c, 1
@@ -202,6 +203,7 @@ def _resize(img, size, interpolation, layout, out, scale=None):
             i64(d_n), i64(d_c if groups > 1 else 0), i64(d_y), i64(d_x), i64(d_c),
             np.float64(scale_y), np.float64(scale_x), i32(planes),
         ) + extra)
+        done()
     return native
 
 
@@ -683,6 +685,7 @@ def _warp_on_device(gathered, matrix, size, interpolation, border_mode, border_v
     xp = call.xp
     kernel = _warp_kernel(interpolation, c)
     native, dst = call.output(out, out_shape, dtype)
+    dst, done = _arrays.apart(out, dst, [arrays] if uniform else arrays)
     d = _arrays.element_strides(dst, "out")
     if has_channels:
         d_n, d_y, d_x, d_c = d if batched else [0] + d
@@ -732,6 +735,7 @@ def _warp_on_device(gathered, matrix, size, interpolation, border_mode, border_v
         index, mats, i64(mat_step), dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
         i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab, i32(n_out), i32(rows)),
         block_x=block_x, block_y=_BLOCK_3D // block_x)
+    done()
     return native
 
 

@@ -93,6 +93,7 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
         native, dst = call.output(
             out, geo.shape(geo.h, geo.w, channels_last=channels_last_out), out_dtype
         )
+        dst, done = _arrays.apart(out, dst, [arr])
         dgeo = _validate.image_layout(
             "out", dst, ("NHWC" if channels_last_out else "NCHW") if geo.batched else
             ("HWC" if channels_last_out or not geo.has_channels else "CHW"))
@@ -109,4 +110,5 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
             arr, dst, i32(geo.h), i32(geo.w), i64(s_n), i64(s_y), i64(s_x), i64(s_c),
             i64(d_n), i64(d_y), i64(d_x), i64(d_c), f32(scale), *m, *sd, i64(total),
         ))
+        done()
     return native

@@ -339,6 +339,7 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     xp = first.xp
     with first.launch():
         native, dst = first.output(out, out_shape, out_dtype)
+        dst, done = _arrays.apart(out, dst, [arr] if uniform else arrays)
         d = _arrays.element_strides(dst, "out")
         if layout == "NCHW":
             d_n, d_c, d_y, d_x = d
@@ -376,4 +377,5 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
                   tables + (dst, i32(H), i32(W), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
                             i32(swap_rb), f32(scale), *m, *sd, *p, i32(n), i32(rows)),
                   block_x=_BLOCK_X)
+        done()
     return native, meta
