@@ -980,8 +980,11 @@ def random_affine(batch, degrees=0.0, translate=(0.0, 0.0), scale=(1.0, 1.0), sh
         b0 = cx + tx - (a00 * cx + a01 * cy)
         b1 = cy + ty - (a10 * cx + a11 * cy)
         mats = xp.stack([xp.stack([a00, a01, b0], axis=-1), xp.stack([a10, a11, b1], axis=-1)], axis=-2)
-        warped = _warp(batch, mats, (h, w), interpolation, border_mode, border_value, False, out,
-                       False, name="batch", checked=True, gathered=gathered)
+        # det = s^2 f (the shear's determinant is 1): never singular, so the inverse is
+        # taken here, without _inverse's singularity test (a read back that would wait for
+        # the GPU on every call)
+        warped = _warp(batch, _invert_affine(mats, xp), (h, w), interpolation, border_mode,
+                       border_value, True, out, False, name="batch", checked=True, gathered=gathered)
         return warped, _like_images(call, mats)
 
 

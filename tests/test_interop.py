@@ -233,6 +233,55 @@ def test_every_op_runs_after_its_inputs_are_written(case, chosen):
         np.testing.assert_array_equal(g.cpu().numpy(), w, err_msg=name)
 
 
+def _sync_free_cases():
+    """The calls that must not wait for the GPU (no value read back to the host): all but
+    those whose documentation names a read back (nms / batched_nms without return_count,
+    warps of device matrices without inverse_map (their singularity test), align_faces)."""
+    by_name = {name: (name, inputs, op) for name, inputs, op in _OP_CASES}
+    rng = np.random.default_rng(9)
+    imgs = random_image(rng, (3, 40, 50, 3), np.uint8)
+    rot = cupyprep.get_rotation_matrix_2d((25.0, 20.0), 30.0, 0.9)
+    persp = np.array([[1.0, 0.1, 2.0], [-0.05, 0.95, 1.0], [1e-3, 2e-3, 1.0]])
+    inverse = cupyprep.invert_affine_transform(np.stack([rot] * 3))
+    huge = by_name["batched_nms"][1]
+    return [case for name, case in by_name.items() if name in {
+        "resize", "resize_cubic", "normalize", "swap_rb", "to_gray", "preprocess", "preprocess_ragged",
+        "random_affine", "nms_large", "multiclass_nms", "roi_align", "roi_align_list", "nms_empty", "box_iou",
+        "transform_points", "transform_points_perspective"}] + [
+        ("warp_affine_host_matrix", (imgs,), lambda x: cupyprep.warp_affine(x, rot, (40, 50))),
+        ("warp_perspective_host_matrix", (imgs,),
+         lambda x: cupyprep.warp_perspective(x, persp, (40, 50), interpolation="cubic")),
+        ("warp_affine_device_inverse", (imgs, inverse),
+         lambda x, m: cupyprep.warp_affine(x, m, (40, 50), inverse_map=True)),
+        ("nms_small_count", by_name["nms_small"][1], lambda b, s: cupyprep.nms(b, s, 0.5, return_count=True)),
+        ("batched_nms_count", huge, lambda b, s, c: cupyprep.batched_nms(b, s, c, 0.5, return_count=True)),
+        ("batched_nms_small_count", tuple(a[:900] for a in huge),
+         lambda b, s, c: cupyprep.batched_nms(b, s, c, 0.5, return_count=True)),
+    ]
+
+
+_SYNC_FREE = _sync_free_cases()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _SYNC_FREE, ids=[c[0] for c in _SYNC_FREE])
+def test_sync_free_ops_do_not_wait_for_the_gpu(case):
+    """Called on a stream busy with a long kernel, the op returns while that kernel still
+    runs: it queued its work without reading anything back (which would wait for the
+    stream), so a pipeline can prepare the next batch while the model runs."""
+    name, inputs, op = case
+    args = [torch.from_numpy(np.asarray(a)).cuda() for a in inputs]
+    op(*args)  # kernels compiled and loaded, pools warm
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    _spin(stream, 300)
+    with torch.cuda.stream(stream):
+        op(*args)
+    busy = not stream.query()
+    stream.synchronize()
+    assert busy, f"{name} waited for the GPU"
+
+
 @pytest.mark.gpu
 def test_op_runs_on_the_chosen_stream():
     """Work queued on B before the op delays it: the op is on B, not on the current stream."""
@@ -307,3 +356,41 @@ def test_launch_context_unwinds_after_an_error(chosen):
     expected = other.cuda_stream if chosen else before[1]
     assert inside[0] == expected and inside[1] == expected
     assert (cupy.cuda.get_current_stream().ptr, torch.cuda.current_stream().cuda_stream) == before
+
+
+@pytest.mark.gpu
+def test_every_op_from_many_threads_at_once():
+    """Eight threads, each with its own torch stream, run every op case at the same time,
+    starting from an empty kernel cache (so the first calls look kernels up and load them
+    concurrently): every result equals the one-thread result."""
+    import threading
+
+    from cupyprep import _kernels
+
+    want = {name: [r.cpu().numpy() for r in flat(op(*[torch.from_numpy(np.asarray(a)).cuda() for a in inputs]))]
+            for name, inputs, op in _OP_CASES}
+    _kernels._cuda_cache.clear()
+    failures = []
+    start = threading.Barrier(8)
+
+    def work(k):
+        try:
+            stream = torch.cuda.Stream()
+            order = _OP_CASES[k:] + _OP_CASES[:k]  # each thread starts at another op
+            start.wait()
+            with torch.cuda.stream(stream):
+                for name, inputs, op in order:
+                    got = flat(op(*[torch.from_numpy(np.asarray(a)).cuda() for a in inputs]))
+                    stream.synchronize()
+                    for g, w in zip(got, want[name]):
+                        if not np.array_equal(g.cpu().numpy(), w, equal_nan=True):
+                            failures.append(f"thread {k}: {name} differs")
+        except Exception as exc:  # reported below, with the thread and the op
+            failures.append(f"thread {k}: {exc!r}")
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
