@@ -469,8 +469,11 @@ class Detections(NamedTuple):
         else:
             import cupy
 
-            take = cupy.asarray(flat)
-            image_index = cupy.asarray(image)
+            with self.counts.device:  # the detections' device, not the current one
+                take = cupy.asarray(flat)
+                return FlatDetections(self.boxes.reshape(B * D, 4)[take], self.scores.reshape(-1)[take],
+                                      self.classes.reshape(-1)[take], cupy.asarray(image),
+                                      self.indices.reshape(-1)[take])
         return FlatDetections(self.boxes.reshape(B * D, 4)[take], self.scores.reshape(-1)[take],
                               self.classes.reshape(-1)[take], image_index,
                               self.indices.reshape(-1)[take])

@@ -62,6 +62,8 @@ def post_ops():
          lambda b, s, c: cupyprep.batched_nms(b, s, c, 0.5)),
         ("multiclass_nms", (large.reshape(2, 1500, 4), rng.random((2, 1500, 5), dtype=np.float32)),
          lambda b, s: cupyprep.multiclass_nms(b, s, score_threshold=0.2, top_k=400)),
+        ("multiclass_nms_flat", (large.reshape(2, 1500, 4), rng.random((2, 1500, 5), dtype=np.float32)),
+         lambda b, s: cupyprep.multiclass_nms(b, s, score_threshold=0.5, class_agnostic=True).flatten()),
         ("roi_align", (feats, rois), lambda f, r: cupyprep.roi_align(f, r, 7, 0.5, 2, aligned=True)),
         ("roi_align_list", (feats, rois[:30, 1:], rois[30:, 1:]),
          lambda f, a, b: cupyprep.roi_align(f, [a, b], (5, 6), 0.5, -1)),

@@ -96,6 +96,20 @@ def test_meta_maps_cupy_boxes_on_their_device():
         np.testing.assert_array_equal(cupy.asnumpy(g), w)
 
 
+def test_cupy_loader_on_cuda1():
+    """A Loader with CuPy output on the second GPU while the first is current: its batches
+    live on device 1 and equal preprocess on device 0."""
+    import cupy
+
+    frames = [random_image(np.random.default_rng(40 + i), (90 + 4 * i, 120, 3), np.uint8) for i in range(6)]
+    with cupy.cuda.Device(0):
+        ref = cupy.asnumpy(cupyprep.preprocess([cupy.asarray(f) for f in frames], (48, 64))[0])
+        with cupyprep.Loader(frames, (48, 64), batch_size=4, device="cuda:1", output="cupy") as loader:
+            batches = [batch for batch, _ in loader]
+    assert [b.device.id for b in batches] == [1, 1]
+    np.testing.assert_array_equal(np.concatenate([cupy.asnumpy(b) for b in batches]), ref)
+
+
 def test_torch_tensors_on_cuda1():
     torch = pytest.importorskip("torch")
     host = random_image(np.random.default_rng(1), (2, 30, 40, 3), np.uint8)
