@@ -6,6 +6,7 @@ included; NumPy arrays and torch CPU tensors run the NumPy backend (``cupyprep.c
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 from typing import NamedTuple
@@ -458,6 +459,7 @@ class Detections(NamedTuple):
         sel = (np.arange(D)[None, :] < counts[:, None]).reshape(-1)
         image = np.repeat(np.arange(B, dtype=np.int64), counts)
         flat = np.nonzero(sel)[0]
+        device = contextlib.nullcontext()
         if isinstance(self.counts, np.ndarray):
             take = flat
             image_index = image
@@ -469,14 +471,14 @@ class Detections(NamedTuple):
         else:
             import cupy
 
-            with self.counts.device:  # the detections' device, not the current one
+            device = self.counts.device  # the detections' device, not the current one
+            with device:
                 take = cupy.asarray(flat)
-                return FlatDetections(self.boxes.reshape(B * D, 4)[take], self.scores.reshape(-1)[take],
-                                      self.classes.reshape(-1)[take], cupy.asarray(image),
-                                      self.indices.reshape(-1)[take])
-        return FlatDetections(self.boxes.reshape(B * D, 4)[take], self.scores.reshape(-1)[take],
-                              self.classes.reshape(-1)[take], image_index,
-                              self.indices.reshape(-1)[take])
+                image_index = cupy.asarray(image)
+        with device:
+            return FlatDetections(self.boxes.reshape(B * D, 4)[take], self.scores.reshape(-1)[take],
+                                  self.classes.reshape(-1)[take], image_index,
+                                  self.indices.reshape(-1)[take])
 
     def to_original(self, meta, clip=True):
         """The boxes in original-image coordinates through a
