@@ -479,6 +479,23 @@ def _torch_bf16():
     return torch.bfloat16
 
 
+def on_input_device(fn):
+    """Run ``fn`` as the ops run, in the launch context of its first device array argument:
+    that array's device, and its natural stream (CuPy's current stream, torch's current
+    stream on the tensor's device) or the one chosen by :func:`cupyprep.stream`, after the
+    natural one. For the helpers that work with plain CuPy / torch expressions."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        for a in (*args, *kwargs.values()):
+            if _is_cupy(a) or (_is_torch(a) and a.is_cuda):
+                with prepare(a, "argument").launch():
+                    return fn(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    return run
+
+
 def apart(out, dst, inputs):
     """``(view, done)`` for an op's ``out`` argument, its output view ``dst`` and its input
     arrays: ``dst`` and a no-op, or, where a given ``out`` overlaps an input in memory

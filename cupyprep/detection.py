@@ -6,7 +6,6 @@ included; NumPy arrays and torch CPU tensors run the NumPy backend (``cupyprep.c
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 from typing import NamedTuple
@@ -453,29 +452,26 @@ class Detections(NamedTuple):
 
     def flatten(self):
         """The valid detections of every image concatenated, image by image (one read of
-        ``counts`` from the device)."""
-        counts = _arrays.to_host(self.counts).astype(np.int64)
-        B, D = self.classes.shape[:2]
-        sel = (np.arange(D)[None, :] < counts[:, None]).reshape(-1)
-        image = np.repeat(np.arange(B, dtype=np.int64), counts)
-        flat = np.nonzero(sel)[0]
-        device = contextlib.nullcontext()
-        if isinstance(self.counts, np.ndarray):
-            take = flat
-            image_index = image
-        elif _arrays._is_torch(self.counts):
-            import torch
+        ``counts`` from the device, on the stream the ops use)."""
+        with _arrays.prepare(self.counts, "counts").launch():  # device and stream as the ops'
+            counts = _arrays.to_host(self.counts).astype(np.int64)
+            B, D = self.classes.shape[:2]
+            sel = (np.arange(D)[None, :] < counts[:, None]).reshape(-1)
+            image = np.repeat(np.arange(B, dtype=np.int64), counts)
+            flat = np.nonzero(sel)[0]
+            if isinstance(self.counts, np.ndarray):
+                take = flat
+                image_index = image
+            elif _arrays._is_torch(self.counts):
+                import torch
 
-            take = torch.as_tensor(flat, device=self.counts.device)
-            image_index = torch.as_tensor(image, device=self.counts.device)
-        else:
-            import cupy
+                take = torch.as_tensor(flat, device=self.counts.device)
+                image_index = torch.as_tensor(image, device=self.counts.device)
+            else:
+                import cupy
 
-            device = self.counts.device  # the detections' device, not the current one
-            with device:
                 take = cupy.asarray(flat)
                 image_index = cupy.asarray(image)
-        with device:
             return FlatDetections(self.boxes.reshape(B * D, 4)[take], self.scores.reshape(-1)[take],
                                   self.classes.reshape(-1)[take], image_index,
                                   self.indices.reshape(-1)[take])

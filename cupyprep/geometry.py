@@ -282,23 +282,7 @@ def _as_float_array(name, x, shape_tail, batched_ok=True):
 
 
 # --- matrix helpers ----------------------------------------------------------------------
-def _on_input_device(helper):
-    """Run a matrix helper where its first device array lives, as the ops run: a cupy
-    array's device and CuPy's current stream, a CUDA tensor's device and torch's current
-    stream there (so the helper's reads follow the writes queued on that stream)."""
-
-    @functools.wraps(helper)
-    def run(*args, **kwargs):
-        for a in (*args, *kwargs.values()):
-            if _arrays._is_cupy(a) or (_arrays._is_torch(a) and a.is_cuda):
-                with _arrays.prepare(a, "argument").launch():
-                    return helper(*args, **kwargs)
-        return helper(*args, **kwargs)
-
-    return run
-
-
-@_on_input_device
+@_arrays.on_input_device
 def get_rotation_matrix_2d(center, angle, scale=1.0):
     """``cv2.getRotationMatrix2D``: rotation by ``angle`` degrees (counter-clockwise on the
     screen, y pointing down) and uniform ``scale`` about ``center`` (x, y).
@@ -328,7 +312,7 @@ def get_rotation_matrix_2d(center, angle, scale=1.0):
     return xp.stack(rows, axis=-2)
 
 
-@_on_input_device
+@_arrays.on_input_device
 def invert_affine_transform(matrix):
     """``cv2.invertAffineTransform`` for (2, 3) or (N, 2, 3) matrices (numpy or cupy), in
     float64 with OpenCV's formula; a ValueError for singular matrices.
@@ -372,7 +356,7 @@ def _point_pairs(src, dst, count):
     return s, d, _xp_of(s, d)
 
 
-@_on_input_device
+@_arrays.on_input_device
 def get_affine_transform(src, dst):
     """``cv2.getAffineTransform``: the (2, 3) matrix mapping 3 points ``src`` to ``dst``
     (each (3, 2) as x, y; or (N, 3, 2) for N matrices), float64, numpy or cupy.
@@ -389,7 +373,7 @@ def get_affine_transform(src, dst):
     return xp.swapaxes(xp.linalg.solve(a, d), -1, -2)
 
 
-@_on_input_device
+@_arrays.on_input_device
 def get_perspective_transform(src, dst):
     """``cv2.getPerspectiveTransform``: the (3, 3) homography mapping 4 points ``src`` to
     ``dst`` ((4, 2) or (N, 4, 2)), normalized so ``M[2, 2] = 1``, float64, numpy or cupy.
@@ -413,7 +397,7 @@ def get_perspective_transform(src, dst):
     return h.reshape(h.shape[:-1] + (3, 3))
 
 
-@_on_input_device
+@_arrays.on_input_device
 def estimate_similarity(src, dst):
     """Least-squares similarity (rotation, uniform scale, translation; no reflection) mapping
     points ``src`` to ``dst``: Umeyama's estimate, which in 2-D is closed form.
@@ -447,7 +431,7 @@ def estimate_similarity(src, dst):
     return xp.stack([xp.stack([a, -b, tx], axis=-1), xp.stack([b, a, ty], axis=-1)], axis=-2)
 
 
-@_on_input_device
+@_arrays.on_input_device
 def transform_points(points, matrix):
     """Map points (x, y) through affine (2, 3) or perspective (3, 3) matrices.
 

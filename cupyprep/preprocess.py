@@ -1,7 +1,6 @@
 """Fused batch preprocessing: decoded frames to a model's input tensor in one launch."""
 from __future__ import annotations
 
-import contextlib
 import numbers
 from dataclasses import dataclass
 
@@ -145,6 +144,9 @@ class PreprocessMeta:
         """Original-image coordinates to network (canvas) coordinates; as ``to_original``."""
         return self._map(coords, image_index, inverse=False, clip=clip)
 
+    # device coords: computed on their device and stream, as the ops run (a list's arrays
+    # each by the recursive call)
+    @_arrays.on_input_device
     def _map(self, coords, image_index, inverse, clip):
         if isinstance(coords, (list, tuple)):
             if len(coords) != len(self):
@@ -173,22 +175,15 @@ class PreprocessMeta:
                 raise ValueError(f"coords: expected shape ({len(self)}, K, {width}) or image_index, "
                                  f"got {tuple(coords.shape)}")
             mul, add, hi = mul[:, None], add[:, None], hi[:, None]
-        with _device_of(coords):  # cupy coords: computed on their device, not the current one
-            mul, add, hi = (_like(coords, a) for a in (mul, add, hi))
-            out = (coords - add) / mul if inverse else coords * mul + add
-            if clip:
-                out = _clip(out, hi)
+        mul, add, hi = (_like(coords, a) for a in (mul, add, hi))
+        out = (coords - add) / mul if inverse else coords * mul + add
+        if clip:
+            out = _clip(out, hi)
         return out
 
 
 def _rows(c):
     return c.shape[0]
-
-
-def _device_of(coords):
-    """The device context of cupy ``coords`` (nothing to enter for numpy and torch, whose
-    operations follow their tensors' device)."""
-    return coords.device if _arrays._is_cupy(coords) else contextlib.nullcontext()
 
 
 def _like(ref, a):

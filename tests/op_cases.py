@@ -28,10 +28,14 @@ def boxes_xyxy(rng, n):
 
 
 def flat(result):
-    """The arrays of an op's result (an array, a tuple of them, or a Detections)."""
-    if isinstance(result, tuple):  # NamedTuples too
+    """The arrays of an op's result (an array, a tuple or list of them, or a Detections)."""
+    if isinstance(result, (tuple, list)):  # NamedTuples too
         return [a for r in result for a in flat(r)]
     return [result]
+
+
+# a letterbox's geometry for two images of different sizes (computed on the CPU backend)
+_META = cupyprep.preprocess([np.zeros((30, 40, 3), np.uint8), np.zeros((50, 20, 3), np.uint8)], (64, 64))[1]
 
 
 def post_ops():
@@ -70,6 +74,9 @@ def post_ops():
         ("nms_empty", (np.zeros((0, 4), np.float32), np.zeros((0,), np.float32)),
          lambda b, s: cupyprep.nms(b, s, 0.5, return_count=True)),
         ("box_iou", (small[:50], small[50:120]), cupyprep.box_iou),
+        ("meta_to_original", (rng.uniform(0, 64, (2, 5, 4)).astype(np.float32),), _META.to_original),
+        ("meta_to_network_list", (rng.uniform(0, 40, (3, 4)), rng.uniform(0, 40, (2, 4))),
+         lambda a, b: _META.to_network([a, b], clip=True)),
         ("transform_points", (rng.uniform(0, 50, (3, 5, 2)), rot), cupyprep.transform_points),
         ("transform_points_perspective", (rng.uniform(0, 50, (3, 5, 2)), persp), cupyprep.transform_points),
     ]

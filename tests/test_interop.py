@@ -247,7 +247,7 @@ def _sync_free_cases():
     return [case for name, case in by_name.items() if name in {
         "resize", "resize_cubic", "normalize", "swap_rb", "to_gray", "preprocess", "preprocess_ragged",
         "random_affine", "nms_large", "multiclass_nms", "roi_align", "roi_align_list", "nms_empty", "box_iou",
-        "transform_points", "transform_points_perspective"}] + [
+        "transform_points", "transform_points_perspective", "meta_to_original", "meta_to_network_list"}] + [
         ("warp_affine_host_matrix", (imgs,), lambda x: cupyprep.warp_affine(x, rot, (40, 50))),
         ("warp_perspective_host_matrix", (imgs,),
          lambda x: cupyprep.warp_perspective(x, persp, (40, 50), interpolation="cubic")),
