@@ -123,7 +123,8 @@ def resize(img, size, *, interpolation="linear", layout="HWC", out=None):
     layout : {"HWC", "CHW", "NHWC", "NCHW"}
         Axis order of ``img``; the output has the same.
     out : array, optional
-        Written in place; same kind, shape and dtype as the result.
+        Written in place; same kind, shape and dtype as the result. May be the input itself
+        or overlap it (as OpenCV's ``dst=src``).
 
     Returns
     -------
@@ -761,7 +762,8 @@ def warp_affine(img, M, size, *, interpolation="linear", border_mode="constant",
     inverse_map : bool
         ``M`` maps destination to source (OpenCV's ``WARP_INVERSE_MAP``).
     out : array, optional
-        Written in place; same kind, shape and dtype as the result.
+        Written in place; same kind, shape and dtype as the result. May be the input itself
+        or overlap it (as OpenCV's ``dst=src``).
 
     Returns
     -------

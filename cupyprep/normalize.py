@@ -57,7 +57,8 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
     dtype : {"float32", "float16", "uint8"}
         Output dtype; uint8 rounds half to even and saturates.
     out : array, optional
-        Written in place; same kind, shape and dtype as the result.
+        Written in place; same kind, shape and dtype as the result. May be the input itself
+        or overlap it.
 
     Convention
     ----------

@@ -265,7 +265,8 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     layout : {"NCHW", "NHWC"}
     dtype : {"float32", "float16", "uint8"}
     out : array, optional
-        Written in place (same kind as the images, right shape and dtype).
+        Written in place (same kind as the images, right shape and dtype); may overlap the
+        images.
 
     Returns
     -------
