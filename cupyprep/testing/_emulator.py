@@ -68,6 +68,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _kernels
+from .._arrays import _byte_span
 from .._kernels import KernelCompileError
 
 __all__ = [
@@ -393,17 +394,13 @@ def _dims(what: str, value) -> tuple[int, int, int]:
 
 
 def _span(a: np.ndarray) -> tuple[int, int]:
-    """Lowest and one-past-highest byte address the array's elements cover."""
-    ptr = a.__array_interface__["data"][0]
+    """Lowest and one-past-highest byte address the array's elements cover (the ops' own
+    overlap test, :func:`cupyprep._arrays._byte_span`; an empty array sits at its pointer,
+    where buffer offsets are counted from)."""
     if a.size == 0:
+        ptr = a.__array_interface__["data"][0]
         return ptr, ptr
-    lo = hi = ptr
-    for n, s in zip(a.shape, a.strides):
-        if s < 0:
-            lo += (n - 1) * s
-        else:
-            hi += (n - 1) * s
-    return lo, hi + a.itemsize
+    return _byte_span(a)
 
 
 def _root_lo(a: np.ndarray) -> int:
