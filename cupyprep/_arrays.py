@@ -248,37 +248,94 @@ class Prepared:
         arr = self.xp.empty(shape, dtype)
         return arr, arr
 
+    def writing(self, out, shape, dtype, inputs):
+        """The output of a kernel launch, as a context manager: ``with call.writing(out,
+        shape, dtype, inputs) as (native, view)``, ``native`` the array returned to the
+        caller and ``view`` the one the kernel writes (see :meth:`output`).
+
+        Where a given ``out`` overlaps one of ``inputs`` in memory (``out=img``: in-place
+        use), the kernel writes a fresh array, copied into ``out`` when the block ends
+        without an error (on the same stream). OpenCV's warps and resizes accept ``dst``
+        equal to ``src`` alike, by copying."""
+        native, view = self.output(out, shape, dtype)
+        staged = None
+        if out is not None:  # a new output overlaps nothing
+            lo, hi = _byte_span(view)
+            for a in inputs:
+                a_lo, a_hi = _byte_span(a)
+                if lo < a_hi and a_lo < hi:
+                    staged = self.xp.empty(view.shape, view.dtype)
+                    break
+        return _Writing(native, view, staged)
+
+    def back(self, array):
+        """An array computed for this call (numpy, or cupy on the device) as the caller's
+        kind: a torch tensor for torch input (zero-copy), else the array itself."""
+        if self.kind != "torch":
+            return array
+        import torch
+
+        if self.device:
+            return torch.from_dlpack(array)
+        return torch.from_numpy(np.require(array, requirements="C"))  # keeps 0-d results 0-d
+
     def result(self, array, out=None):
         """Hand a CPU-backend result back as the caller's kind (into ``out`` if given)."""
         if out is not None:
             _, view = self.output(out, array.shape, array.dtype)
             np.copyto(view, array)
             return out
-        if self.kind == "torch":
-            import torch
+        return self.back(array)
 
-            return torch.from_numpy(np.require(array, requirements="C"))  # keeps 0-d results 0-d
-        return array
+
+class _Writing:
+    """:meth:`Prepared.writing`'s context."""
+
+    __slots__ = ("_native", "_view", "_staged")
+
+    def __init__(self, native, view, staged):
+        self._native, self._view, self._staged = native, view, staged
+
+    def __enter__(self):
+        return self._native, (self._view if self._staged is None else self._staged)
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None and self._staged is not None:
+            self._view[...] = self._staged
+        return False
 
 
 class _Launch:
     """:meth:`Prepared.launch`'s context: entered on every op call, so kept to plain
-    attribute work (a generator-based context manager cost a few microseconds more)."""
+    attribute work (a generator-based context manager cost a few microseconds more).
 
-    __slots__ = ("_call", "_exits")
+    Nested inside another launch context of this thread on the same device (an op's
+    matrix work calling a helper, then its warp), it does nothing for CuPy arrays and for
+    torch tensors under a torch one: the outer context has made that device and the stream
+    this one would choose current already (CuPy's current stream is the outer's launch
+    stream; so is torch's, for torch inputs)."""
+
+    __slots__ = ("_call", "_exits", "_outer")
 
     def __init__(self, call):
         self._call = call
         self._exits = []
+        self._outer = _NOT_ENTERED
 
     def __enter__(self):
         call = self._call
         if not call.device or call.kind == "numpy":
             return None
+        device_id = _device_id(call.array)
+        key = (device_id, call.kind)
+        outer = getattr(_local, "launch", None)
+        if outer is not None and outer[0] == device_id and call.kind in ("cupy", outer[1]):
+            return None
         import cupy
 
         exits = self._exits
-        device_id = _device_id(call.array)
+        self._outer = outer
+        _local.launch = key
         device = cupy.cuda.Device(device_id)
         device.__enter__()
         exits.append(device)
@@ -316,7 +373,13 @@ class _Launch:
         exits = self._exits
         while exits:
             exits.pop().__exit__(exc_type, exc, tb)
+        if self._outer is not _NOT_ENTERED:
+            _local.launch = self._outer
+            self._outer = _NOT_ENTERED
         return False
+
+
+_NOT_ENTERED = object()
 
 
 def _device_id(array) -> int:
@@ -494,32 +557,6 @@ def on_input_device(fn):
         return fn(*args, **kwargs)
 
     return run
-
-
-def apart(out, dst, inputs):
-    """``(view, done)`` for an op's ``out`` argument, its output view ``dst`` and its input
-    arrays: ``dst`` and a no-op, or, where a given ``out`` overlaps an input in memory
-    (``out=img``: in-place use), a fresh array for the kernel to write and ``done()``,
-    which copies it into ``dst`` after the launch (on the same stream). OpenCV's warps and
-    resizes accept ``dst`` equal to ``src`` alike, by copying."""
-    if out is None:  # a new output overlaps nothing
-        return dst, _nothing
-    lo, hi = _byte_span(dst)
-    for a in inputs:
-        a_lo, a_hi = _byte_span(a)
-        if lo < a_hi and a_lo < hi:
-            xp = np if isinstance(dst, np.ndarray) else __import__("cupy")
-            fresh = xp.empty(dst.shape, dst.dtype)
-
-            def done():
-                dst[...] = fresh
-
-            return fresh, done
-    return dst, _nothing
-
-
-def _nothing():
-    pass
 
 
 def _byte_span(a):

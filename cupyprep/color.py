@@ -45,11 +45,8 @@ def swap_rb(img, *, out=None):
     call, arr, dtype, geo = _color_input(img)
     if not call.device:
         return call.result(cpu.swap_rb(arr), out)
-    with call.launch():
-        native, dst = call.output(out, arr.shape, dtype)
-        dst, done = _arrays.apart(out, dst, [arr])
+    with call.launch(), call.writing(out, arr.shape, dtype, [arr]) as (native, dst):
         _launch(f"cupyprep_swap_rb<{C_TYPES[dtype]}, {geo.c}>", arr, dst, geo, True)
-        done()
     return native
 
 
@@ -64,12 +61,9 @@ def to_gray(img, *, order="bgr", out=None):
     order = _validate.choice("order", order, ORDERS)
     if not call.device:
         return call.result(cpu.to_gray(arr, order), out)
-    with call.launch():
-        native, dst = call.output(out, arr.shape[:-1], dtype)
-        dst, done = _arrays.apart(out, dst, [arr])
-        bidx = 0 if order == "bgr" else 2
+    bidx = 0 if order == "bgr" else 2
+    with call.launch(), call.writing(out, arr.shape[:-1], dtype, [arr]) as (native, dst):
         _launch(f"cupyprep_to_gray<{C_TYPES[dtype]}, {geo.c}, {bidx}>", arr, dst, geo, False)
-        done()
     return native
 
 

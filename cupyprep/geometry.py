@@ -170,9 +170,7 @@ def _resize(img, size, interpolation, layout, out, scale=None):
             f"interpolation: {interpolation!r} has no GPU kernel yet; "
             f"use one of {list(_KERNEL_INTERPOLATIONS)}"
         )
-    with call.launch():
-        native, dst = call.output(out, geo.shape(dh, dw), dtype)
-        dst, done = _arrays.apart(out, dst, [arr])
+    with call.launch(), call.writing(out, geo.shape(dh, dw), dtype, [arr]) as (native, dst):
         dgeo = _validate.image_layout("out", dst, layout)
         if geo.channels_last and geo.c <= 4:
             cn, groups = geo.c, 1
@@ -204,7 +202,6 @@ def _resize(img, size, interpolation, layout, out, scale=None):
             i64(d_n), i64(d_c if groups > 1 else 0), i64(d_y), i64(d_x), i64(d_c),
             np.float64(scale_y), np.float64(scale_x), i32(planes),
         ) + extra)
-        done()
     return native
 
 
@@ -257,14 +254,13 @@ def _unwrap(x):
     """``(array, back)``: a numpy / cupy view of ``x`` and a function that returns results
     as the caller's kind (torch tensors through DLPack / from_numpy, zero-copy)."""
     if _arrays._is_torch(x):
-        if x.device.type == "cuda":
-            import torch
+        call = _arrays.prepare(x, "argument")
+        return call.array, call.back
+    return x, _same
 
-            return _arrays._from_torch(x), lambda a: torch.from_dlpack(a)
-        import torch
 
-        return x.detach().numpy(), lambda a: torch.from_numpy(np.ascontiguousarray(a))
-    return x, lambda a: a
+def _same(a):
+    return a
 
 
 def _as_float_array(name, x, shape_tail, batched_ok=True):
@@ -628,16 +624,7 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
     """The warp ops' common path; ``gathered``: what _gather_images(images, name) returned,
     when the caller has it already. Everything after reading the images runs on their
     device and stream (the matrices' conversion and inversion too)."""
-    gathered = gathered or _gather_images(images, name)
-    with gathered[0].launch():
-        return _warp_on_device(gathered, matrix, size, interpolation, border_mode, border_value,
-                               inverse_map, out, perspective, src_index, name, matrix_name, checked)
-
-
-def _warp_on_device(gathered, matrix, size, interpolation, border_mode, border_value, inverse_map,
-                    out, perspective, src_index, name, matrix_name, checked):
-    """_warp inside the images' launch context (a no-op for NumPy images)."""
-    call, arrays, uniform, (n_src, c, has_channels) = gathered
+    call, arrays, uniform, (n_src, c, has_channels) = gathered or _gather_images(images, name)
     dh, dw = _validate.size_hw("size", size)
     interpolation = _validate.choice("interpolation", interpolation, WARP_INTERPOLATIONS)
     border_mode = _validate.choice("border_mode", border_mode, BORDER_MODES)
@@ -647,81 +634,80 @@ def _warp_on_device(gathered, matrix, size, interpolation, border_mode, border_v
     batched = not uniform or arrays.ndim == 4 or src_index is not None
     n_out = n_src if src_index is None else len(src_index)
     rows = 3 if perspective else 2
-    m = matrix if checked else _matrices(matrix_name, matrix, rows, n_out, call)
-    # OpenCV's border value is stored as the image type; float16 images are warped in
-    # float32 and rounded once, so theirs stays float32
-    bval = _validate.fill_values("border_value", border_value, c, dtype, np.float32)
-    out_shape = (dh, dw) + ((c,) if has_channels else ())
-    if batched:
-        out_shape = (n_out,) + out_shape
-    if n_out == 0:
-        native, _ = call.output(out, out_shape, dtype)
-        return native
-    inv = _inverse(m, perspective, inverse_map, matrix_name)
-    if not call.device:
-        mats = np.broadcast_to(_arrays.to_host(inv), (n_out, rows, 3))
-        imgs = (list(arrays) if uniform and arrays.ndim == 4 else
-                [arrays] if uniform else arrays)
-        idx = range(n_out) if src_index is None else _arrays.to_host(src_index)
-        res = np.empty(out_shape if batched else (1,) + out_shape, dtype)
-        _cpu_warp([imgs[int(k)] for k in idx], mats, (dh, dw), interpolation, border_mode, bval,
-                  perspective, res)
-        return call.result(res if batched else res[0], out)
-    xp = call.xp
-    kernel = _warp_kernel(interpolation, c)
-    native, dst = call.output(out, out_shape, dtype)
-    dst, done = _arrays.apart(out, dst, [arrays] if uniform else arrays)
-    d = _arrays.element_strides(dst, "out")
-    if has_channels:
-        d_n, d_y, d_x, d_c = d if batched else [0] + d
-    else:
-        (d_n, d_y, d_x), d_c = (d if batched else [0] + d), 0
-    i64, i32, f32 = np.int64, np.int32, np.float32
-    if uniform:
-        st = _arrays.element_strides(arrays, name)
-        if arrays.ndim == 4:
-            s_n, s_y, s_x, s_c = st
-            sh, sw = arrays.shape[1:3]
+    with call.launch():
+        m = matrix if checked else _matrices(matrix_name, matrix, rows, n_out, call)
+        # OpenCV's border value is stored as the image type; float16 images are warped in
+        # float32 and rounded once, so theirs stays float32
+        bval = _validate.fill_values("border_value", border_value, c, dtype, np.float32)
+        out_shape = (dh, dw) + ((c,) if has_channels else ())
+        if batched:
+            out_shape = (n_out,) + out_shape
+        if n_out == 0:
+            native, _ = call.output(out, out_shape, dtype)
+            return native
+        inv = _inverse(m, perspective, inverse_map, matrix_name)
+        if not call.device:
+            mats = np.broadcast_to(_arrays.to_host(inv), (n_out, rows, 3))
+            imgs = (list(arrays) if uniform and arrays.ndim == 4 else
+                    [arrays] if uniform else arrays)
+            idx = range(n_out) if src_index is None else _arrays.to_host(src_index)
+            res = np.empty(out_shape if batched else (1,) + out_shape, dtype)
+            _cpu_warp([imgs[int(k)] for k in idx], mats, (dh, dw), interpolation, border_mode, bval,
+                      perspective, res)
+            return call.result(res if batched else res[0], out)
+        xp = call.xp
+        kernel = _warp_kernel(interpolation, c)
+        i64, i32, f32 = np.int64, np.int32, np.float32
+        if uniform:
+            st = _arrays.element_strides(arrays, name)
+            if arrays.ndim == 4:
+                s_n, s_y, s_x, s_c = st
+                sh, sw = arrays.shape[1:3]
+            else:
+                s_n = 0
+                s_y, s_x = st[:2]
+                s_c = st[2] if arrays.ndim == 3 else 0
+                sh, sw = arrays.shape[:2]
+            tables = (arrays, None, None, None, i32(sh), i32(sw), i64(s_n), i64(s_y), i64(s_x), i64(s_c))
         else:
-            s_n = 0
-            s_y, s_x = st[:2]
-            s_c = st[2] if arrays.ndim == 3 else 0
-            sh, sw = arrays.shape[:2]
-        tables = (arrays, None, None, None, i32(sh), i32(sw), i64(s_n), i64(s_y), i64(s_x), i64(s_c))
-    else:
-        strides = []
-        for a in arrays:
-            st = _arrays.element_strides(a, name)
-            strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [0]))
-        hw = np.array([a.shape[:2] for a in arrays], np.int32)
-        tables = (None, _kernels.pointer_table(arrays, xp), xp.asarray(hw),
-                  xp.asarray(np.array(strides, np.int64)), i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
-    index = None if src_index is None else xp.asarray(src_index, dtype=np.int32)
-    mats = inv if (_xp_of(inv) is xp and inv.dtype == np.float64
-                   and inv.flags.c_contiguous) else \
-        xp.ascontiguousarray(xp.asarray(inv, dtype=np.float64))
-    mat_step = rows * 3 if mats.ndim == 3 else 0
-    itab = ftab = None
-    if kernel == "linear_fixed":  # nearest_fixed reads no weights
-        it, ft = _inter_tables()
-        itab, ftab = (xp.asarray(it), None) if dtype == np.uint8 else (None, xp.asarray(ft))
-    body_end = dw // _OPENCV_WARP_STEP * _OPENCV_WARP_STEP
-    bv = [f32(v) for v in bval + (0.0,) * (4 - c)]
-    # dense: every pixel's channels adjacent, in the source and in the output (the
-    # kernel then knows those strides at compile time and moves words)
-    dense = (_WARP_DENSE and kernel in _FLOAT_WARP_KERNELS and uniform
-             and _is_dense((s_x, s_c), c) and _is_dense((d_x, d_c), c))
-    pixels = _WARP_PIXELS_PER_THREAD if dense else 1
-    fn = _kernels.get_function("warp.cu", _warp_expr("perspective" if perspective else "affine",
-                                                     kernel, dtype, c, dense, pixels))
-    rows = _WARP_ROWS_PER_THREAD
-    block_x = _WARP_BLOCK_X if dense else _BLOCK_3D
-    launch_3d(fn, n_out, (dh + rows - 1) // rows, (dw + pixels - 1) // pixels, tables + (
-        index, mats, i64(mat_step), dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
-        i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab, i32(n_out), i32(rows)),
-        block_x=block_x, block_y=_BLOCK_3D // block_x)
-    done()
-    return native
+            strides = []
+            for a in arrays:
+                st = _arrays.element_strides(a, name)
+                strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [0]))
+            hw = np.array([a.shape[:2] for a in arrays], np.int32)
+            tables = (None, _kernels.pointer_table(arrays, xp), xp.asarray(hw),
+                      xp.asarray(np.array(strides, np.int64)), i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
+        index = None if src_index is None else xp.asarray(src_index, dtype=np.int32)
+        mats = inv if (_xp_of(inv) is xp and inv.dtype == np.float64
+                       and inv.flags.c_contiguous) else \
+            xp.ascontiguousarray(xp.asarray(inv, dtype=np.float64))
+        mat_step = rows * 3 if mats.ndim == 3 else 0
+        itab = ftab = None
+        if kernel == "linear_fixed":  # nearest_fixed reads no weights
+            it, ft = _inter_tables()
+            itab, ftab = (xp.asarray(it), None) if dtype == np.uint8 else (None, xp.asarray(ft))
+        body_end = dw // _OPENCV_WARP_STEP * _OPENCV_WARP_STEP
+        bv = [f32(v) for v in bval + (0.0,) * (4 - c)]
+        rows = _WARP_ROWS_PER_THREAD
+        with call.writing(out, out_shape, dtype, [arrays] if uniform else arrays) as (native, dst):
+            d = _arrays.element_strides(dst, "out")
+            if has_channels:
+                d_n, d_y, d_x, d_c = d if batched else [0] + d
+            else:
+                (d_n, d_y, d_x), d_c = (d if batched else [0] + d), 0
+            # dense: every pixel's channels adjacent, in the source and in the output (the
+            # kernel then knows those strides at compile time and moves words)
+            dense = (_WARP_DENSE and kernel in _FLOAT_WARP_KERNELS and uniform
+                     and _is_dense((s_x, s_c), c) and _is_dense((d_x, d_c), c))
+            pixels = _WARP_PIXELS_PER_THREAD if dense else 1
+            fn = _kernels.get_function("warp.cu", _warp_expr("perspective" if perspective else "affine",
+                                                             kernel, dtype, c, dense, pixels))
+            block_x = _WARP_BLOCK_X if dense else _BLOCK_3D
+            launch_3d(fn, n_out, (dh + rows - 1) // rows, (dw + pixels - 1) // pixels, tables + (
+                index, mats, i64(mat_step), dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x),
+                i64(d_c), i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab,
+                i32(n_out), i32(rows)), block_x=block_x, block_y=_BLOCK_3D // block_x)
+        return native
 
 
 # Output rows one warp thread makes (its image's setup is done once for them).
@@ -880,17 +866,7 @@ def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFAC
         crops = _warp(images, mats, (dh, dw), interpolation, "constant", 0, False, out, False,
                       src_index=idx.astype(np.int32), name="images", matrix_name="landmarks",
                       checked=True, gathered=gathered)
-        return crops, _like_images(call, mats)
-
-
-def _like_images(call, mats):
-    """Matrices computed for an op (numpy, or cupy on the device) as the images' kind:
-    torch tensors for torch images (zero-copy on the device)."""
-    if call.kind != "torch":
-        return mats
-    import torch
-
-    return torch.from_dlpack(mats) if call.device else torch.from_numpy(mats)
+        return crops, call.back(mats)
 
 
 def random_affine(batch, degrees=0.0, translate=(0.0, 0.0), scale=(1.0, 1.0), shear=0.0,
@@ -971,7 +947,7 @@ def random_affine(batch, degrees=0.0, translate=(0.0, 0.0), scale=(1.0, 1.0), sh
         # the GPU on every call)
         warped = _warp(batch, _invert_affine(mats, xp), (h, w), interpolation, border_mode,
                        border_value, True, out, False, name="batch", checked=True, gathered=gathered)
-        return warped, _like_images(call, mats)
+        return warped, call.back(mats)
 
 
 def _range(name, v):

@@ -90,11 +90,8 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
     if not call.device:
         res = cpu.normalize(arr, mean, std, scale, swap_rb, channels_last_out, out_dtype)
         return call.result(res, out)
-    with call.launch():
-        native, dst = call.output(
-            out, geo.shape(geo.h, geo.w, channels_last=channels_last_out), out_dtype
-        )
-        dst, done = _arrays.apart(out, dst, [arr])
+    out_shape = geo.shape(geo.h, geo.w, channels_last=channels_last_out)
+    with call.launch(), call.writing(out, out_shape, out_dtype, [arr]) as (native, dst):
         dgeo = _validate.image_layout(
             "out", dst, ("NHWC" if channels_last_out else "NCHW") if geo.batched else
             ("HWC" if channels_last_out or not geo.has_channels else "CHW"))
@@ -111,5 +108,4 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
             arr, dst, i32(geo.h), i32(geo.w), i64(s_n), i64(s_y), i64(s_x), i64(s_c),
             i64(d_n), i64(d_y), i64(d_x), i64(d_c), f32(scale), *m, *sd, i64(total),
         ))
-        done()
     return native

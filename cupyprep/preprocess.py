@@ -341,9 +341,8 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
             f"{list(_KERNEL_INTERPOLATIONS)}, or resize() then normalize()"
         )
     xp = first.xp
-    with first.launch():
-        native, dst = first.output(out, out_shape, out_dtype)
-        dst, done = _arrays.apart(out, dst, [arr] if uniform else arrays)
+    inputs = [arr] if uniform else arrays
+    with first.launch(), first.writing(out, out_shape, out_dtype, inputs) as (native, dst):
         d = _arrays.element_strides(dst, "out")
         if layout == "NCHW":
             d_n, d_c, d_y, d_x = d
@@ -381,5 +380,4 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
                   tables + (dst, i32(H), i32(W), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
                             i32(swap_rb), f32(scale), *m, *sd, *p, i32(n), i32(rows)),
                   block_x=_BLOCK_X)
-        done()
     return native, meta

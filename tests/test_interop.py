@@ -359,6 +359,55 @@ def test_launch_context_unwinds_after_an_error(chosen):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("chosen", [False, True], ids=["current", "chosen"])
+def test_nested_launch_contexts_pick_the_stream_a_fresh_one_would(chosen):
+    """A launch context inside another (an op's helper, then its warp) leaves the device
+    and stream as they are where a fresh one would choose the same (CuPy arrays, torch
+    under torch), and still enters where it would not (torch under CuPy, another device);
+    leaving the inner one keeps the outer's, leaving the outer restores the caller's."""
+    import contextlib
+
+    import cupy
+
+    t_side, c_side, chosen_side = torch.cuda.Stream(), cupy.cuda.Stream(), torch.cuda.Stream()
+    x = cupy.zeros(4, cupy.float32)
+    t = torch.zeros(4, device="cuda")
+    choice = cupyprep.stream(chosen_side) if chosen else contextlib.nullcontext()
+
+    def current():
+        return cupy.cuda.get_current_stream().ptr, torch.cuda.current_stream().cuda_stream
+
+    with torch.cuda.stream(t_side), c_side, choice:
+        before = current()
+        with _arrays.prepare(t, "t").launch():
+            fresh_t = current()
+        with _arrays.prepare(x, "x").launch():
+            fresh_x = current()
+        with _arrays.prepare(t, "t").launch():
+            with _arrays.prepare(x, "x").launch():
+                assert current() == fresh_t  # skipped: CuPy's stream is the outer's
+            with _arrays.prepare(t, "t").launch():
+                assert current() == fresh_t
+            assert current() == fresh_t
+        with _arrays.prepare(x, "x").launch():
+            with _arrays.prepare(t, "t").launch():
+                assert current() == fresh_t  # entered: torch's stream differs from CuPy's
+            assert current() == fresh_x
+        assert current() == before
+    want_t = chosen_side.cuda_stream if chosen else t_side.cuda_stream
+    want_x = chosen_side.cuda_stream if chosen else c_side.ptr
+    assert fresh_t[0] == want_t and fresh_x[0] == want_x
+    if torch.cuda.device_count() > 1:
+        y = cupy.zeros(4, cupy.float32)
+        with cupy.cuda.Device(1):
+            z = cupy.zeros(4, cupy.float32)
+        with _arrays.prepare(y, "y").launch():
+            with _arrays.prepare(z, "z").launch():
+                assert cupy.cuda.runtime.getDevice() == 1
+            assert cupy.cuda.runtime.getDevice() == 0
+
+
+@pytest.mark.gpu
 def test_every_op_from_many_threads_at_once():
     """Eight threads, each with its own torch stream, run every op case at the same time,
     starting from an empty kernel cache (so the first calls look kernels up and load them
