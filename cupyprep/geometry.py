@@ -404,7 +404,8 @@ def estimate_similarity(src, dst):
 
     Convention: with centered points p, q, ``a = sum(p . q) / sum |p|^2`` and
     ``b = sum(p_x q_y - p_y q_x) / sum |p|^2``; the translation maps the centroid of
-    ``src`` to that of ``dst``.
+    ``src`` to that of ``dst``. CuPy points are fitted by one kernel, which sums in point
+    order (NumPy's pairwise sums may differ in the last bits).
 
     Example
     -------
@@ -414,18 +415,56 @@ def estimate_similarity(src, dst):
     xp = _xp_of(s, d)
     if s.shape[-2] < 2:
         raise ValueError(f"src: expected at least 2 points, got {s.shape[-2]}")
-    s, d = xp.broadcast_arrays(s, d)
+    if xp is not np:
+        call = _arrays.prepare(s if _arrays._is_cupy(s) else d, "src")
+        return _similarity_on_device(call, xp.asarray(s), xp.asarray(d))
+    return _similarity_numpy(s, d, "src")
+
+
+def _similarity_numpy(s, d, name):
+    """:func:`estimate_similarity` of float64 NumPy point sets (K >= 2)."""
+    s, d = np.broadcast_arrays(s, d)
     ms, md = s.mean(axis=-2, keepdims=True), d.mean(axis=-2, keepdims=True)
     p, q = s - ms, d - md
     var = (p * p).sum(axis=(-1, -2))
-    if bool(xp.any(var == 0)):
-        raise ValueError("src: all points coincide; no similarity is defined")
+    if bool(np.any(var == 0)):
+        raise ValueError(f"{name}: all points coincide; no similarity is defined")
     a = (p * q).sum(axis=(-1, -2)) / var
     b = (p[..., 0] * q[..., 1] - p[..., 1] * q[..., 0]).sum(axis=-1) / var
     mx, my = ms[..., 0, 0], ms[..., 0, 1]
     tx = md[..., 0, 0] - (a * mx - b * my)
     ty = md[..., 0, 1] - (b * mx + a * my)
-    return xp.stack([xp.stack([a, -b, tx], axis=-1), xp.stack([b, a, ty], axis=-1)], axis=-2)
+    return np.stack([np.stack([a, -b, tx], axis=-1), np.stack([b, a, ty], axis=-1)], axis=-2)
+
+
+def _similarity_on_device(call, src, dst, name="src", inverse=False):
+    """:func:`estimate_similarity` of float64 (K, 2) / (N, K, 2) point sets on the call's
+    device (K >= 2 checked by the caller), in one launch; with ``inverse``, ``(matrices,
+    inverses)`` (a singular fit is an error). The tests for coinciding points and singular
+    fits read one flag back."""
+    xp = call.xp
+    shape = np.broadcast_shapes(src.shape, dst.shape)
+    k = shape[-2]
+    n = shape[0] if len(shape) == 3 else 1
+    src, dst = xp.ascontiguousarray(src), xp.ascontiguousarray(dst)
+    steps = [np.int64(2 * k if a.ndim == 3 and a.shape[0] > 1 else 0) for a in (src, dst)]
+    mats = xp.empty((n, 2, 3), np.float64)
+    inv = xp.empty((n, 2, 3), np.float64) if inverse else None
+    flags = xp.zeros(1, np.int32)
+    fn = _kernels.get_function("warp.cu", _SIMILARITY_KERNEL)
+    launch_1d(fn, n, (src, steps[0], dst, steps[1], np.int32(n), np.int32(k), mats, inv, flags))
+    found = int(flags[0]) if n else 0
+    if found & 1:
+        raise ValueError(f"{name}: all points coincide; no similarity is defined")
+    if found & 2:
+        raise ValueError(f"{name}: a fitted similarity is singular (determinant 0; do the "
+                         "destination points coincide?)")
+    if len(shape) == 2:
+        mats, inv = mats[0], (inv[0] if inverse else None)
+    return (mats, inv) if inverse else mats
+
+
+_SIMILARITY_KERNEL = "cupyprep_similarity"
 
 
 @_arrays.on_input_device
@@ -497,7 +536,7 @@ def _warp_variants():
              for i in _FLOAT_WARP_KERNELS
              for d in WARP_DTYPES
              for cn in (1, 3, 4)]
-    return generic + dense
+    return generic + dense + [_RANDOM_AFFINE_KERNEL, _SIMILARITY_KERNEL]
 
 
 _kernels.register_variants("warp", "warp.cu", _warp_variants)
@@ -857,13 +896,16 @@ def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFAC
                              f"dtype {idx.dtype}")
         if idx.size and (idx.min() < 0 or idx.max() >= n_src):
             raise ValueError(f"image_index: expected values in [0, {n_src}), got {idx.min()}..{idx.max()}")
-        if lm.shape[0] == 0:
-            mats = xp.zeros((0, 2, 3))
-        else:
-            mats = estimate_similarity(lm, xp.asarray(tmpl))
         if uniform and arrays.ndim != 4:
             raise ValueError(f"images: expected an NHWC batch or a list of images, got {_arrays.describe(arrays)}")
-        crops = _warp(images, mats, (dh, dw), interpolation, "constant", 0, False, out, False,
+        if lm.shape[0] == 0:
+            mats = inv = xp.zeros((0, 2, 3))
+        elif call.device:  # the fit and its inverse in one launch
+            mats, inv = _similarity_on_device(call, lm, xp.asarray(tmpl), "landmarks", inverse=True)
+        else:
+            mats = _similarity_numpy(lm, tmpl, "landmarks")
+            inv = _inverse(mats, False, False, "landmarks")
+        crops = _warp(images, inv, (dh, dw), interpolation, "constant", 0, True, out, False,
                       src_index=idx.astype(np.int32), name="images", matrix_name="landmarks",
                       checked=True, gathered=gathered)
         return crops, call.back(mats)
@@ -928,26 +970,59 @@ def random_affine(batch, degrees=0.0, translate=(0.0, 0.0), scale=(1.0, 1.0), sh
     # drawn and assembled on the batch's device and stream, where the warp reads them
     with call.launch():
         u = _uniforms(call, n, generator, seed)  # (n, 6) in [0, 1), on the batch's side
-        xp = _xp_of(u)
-        a = (deg[0] + (deg[1] - deg[0]) * u[:, 0]) * (math.pi / 180)
-        s = sc[0] + (sc[1] - sc[0]) * u[:, 1]
-        k = xp.tan((shr[0] + (shr[1] - shr[0]) * u[:, 2]) * (math.pi / 180))
-        tx = (2 * u[:, 3] - 1) * (tr[0] * w)
-        ty = (2 * u[:, 4] - 1) * (tr[1] * h)
-        f = xp.where(u[:, 5] < flip_p, -1.0, 1.0)
-        cos, sin = xp.cos(a), xp.sin(a)
-        a00, a01 = s * cos * f, s * (cos * k + sin)
-        a10, a11 = -s * sin * f, s * (cos - sin * k)
-        cx, cy = (w - 1) / 2.0, (h - 1) / 2.0
-        b0 = cx + tx - (a00 * cx + a01 * cy)
-        b1 = cy + ty - (a10 * cx + a11 * cy)
-        mats = xp.stack([xp.stack([a00, a01, b0], axis=-1), xp.stack([a10, a11, b1], axis=-1)], axis=-2)
-        # det = s^2 f (the shear's determinant is 1): never singular, so the inverse is
-        # taken here, without _inverse's singularity test (a read back that would wait for
-        # the GPU on every call)
-        warped = _warp(batch, _invert_affine(mats, xp), (h, w), interpolation, border_mode,
-                       border_value, True, out, False, name="batch", checked=True, gathered=gathered)
+        terms = _affine_terms(deg, sc, shr, tr, w, h, flip_p)
+        if call.device:
+            mats, inv = _affine_on_device(call, u, terms)
+        else:
+            mats = _affine_from_uniforms(u, terms, np)
+            # det = s^2 f (the shear's determinant is 1): never singular, so the inverse
+            # skips _inverse's singularity test
+            inv = _invert_affine(mats, np)
+        warped = _warp(batch, inv, (h, w), interpolation, border_mode, border_value, True, out,
+                       False, name="batch", checked=True, gathered=gathered)
         return warped, call.back(mats)
+
+
+def _affine_terms(deg, sc, shr, tr, w, h, flip_p):
+    """random_affine's ranges as the terms its matrix formula takes (Python floats):
+    (deg0, deg_span, sc0, sc_span, sh0, sh_span, rad, tx_span, ty_span, flip_p, cx, cy)."""
+    return (deg[0], deg[1] - deg[0], sc[0], sc[1] - sc[0], shr[0], shr[1] - shr[0],
+            math.pi / 180, tr[0] * w, tr[1] * h, flip_p, (w - 1) / 2.0, (h - 1) / 2.0)
+
+
+def _affine_from_uniforms(u, terms, xp):
+    """(n, 2, 3) float64 matrices ``s R(angle) Sh(shear) F (p - c) + c + t`` from (n, 6)
+    uniforms (the formula of random_affine's CPU path; its kernel,
+    ``cupyprep_random_affine_matrices``, rounds the same operations in the same order)."""
+    deg0, deg_span, sc0, sc_span, sh0, sh_span, rad, tx_span, ty_span, flip_p, cx, cy = terms
+    a = (deg0 + deg_span * u[:, 0]) * rad
+    s = sc0 + sc_span * u[:, 1]
+    k = xp.tan((sh0 + sh_span * u[:, 2]) * rad)
+    tx = (2 * u[:, 3] - 1) * tx_span
+    ty = (2 * u[:, 4] - 1) * ty_span
+    f = xp.where(u[:, 5] < flip_p, -1.0, 1.0)
+    cos, sin = xp.cos(a), xp.sin(a)
+    a00, a01 = s * cos * f, s * (cos * k + sin)
+    a10, a11 = -s * sin * f, s * (cos - sin * k)
+    b0 = cx + tx - (a00 * cx + a01 * cy)
+    b1 = cy + ty - (a10 * cx + a11 * cy)
+    return xp.stack([xp.stack([a00, a01, b0], axis=-1), xp.stack([a10, a11, b1], axis=-1)], axis=-2)
+
+
+def _affine_on_device(call, u, terms):
+    """random_affine's matrices and their inverses on the device, in one launch."""
+    xp = call.xp
+    n = u.shape[0]
+    u = xp.ascontiguousarray(u, dtype=np.float64)
+    mats = xp.empty((n, 2, 3), np.float64)
+    inv = xp.empty((n, 2, 3), np.float64)
+    f64 = np.float64
+    fn = _kernels.get_function("warp.cu", _RANDOM_AFFINE_KERNEL)
+    launch_1d(fn, n, (u, np.int32(n), *[f64(t) for t in terms], mats, inv))
+    return mats, inv
+
+
+_RANDOM_AFFINE_KERNEL = "cupyprep_random_affine_matrices"
 
 
 def _range(name, v):

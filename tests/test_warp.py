@@ -457,6 +457,86 @@ def test_kernel_random_affine_matches_its_matrices(kernels):
         np.testing.assert_array_equal(warped[n], cv2_warp(batch[n], mats[n], (16, 24), "linear"))
 
 
+def test_kernel_random_affine_matrices_follow_the_cpu_formula(kernels):
+    """The device builds random_affine's matrices in one kernel; given the same uniforms
+    they are the CPU path's NumPy formula. Only the angle's cos / sin and the shear's tan
+    may differ (CUDA's libdevice, the C library, NumPy: each within 1-2 units in the last
+    place, hence rtol 1e-14 and not equality); the inverse uses basic operations only and
+    equals the CPU formula's inverse of the kernel's matrices bit for bit."""
+    from cupyprep import _arrays
+
+    rng = np.random.default_rng(31)
+    u = rng.random((37, 6))
+    u[0] = 0.0  # every range's low end, no flip
+    u[1] = np.nextafter(1.0, 0.0)  # the high ends
+    u[2, 5], u[3, 5] = 0.5, np.nextafter(0.5, 0.0)  # flip_p 0.5: no flip at 0.5, flip below
+    w, h = 37, 23
+    terms = G._affine_terms((-170.0, 25.0), (0.5, 1.7), (-20.0, 35.0), (0.3, 0.2), w, h, 0.5)
+    call = _arrays.prepare(kernels.put(np.zeros((37, h, w, 3), np.uint8)), "batch")
+    with call.launch():
+        mats, inv = G._affine_on_device(call, kernels.put(u), terms)
+    mats, inv = kernels.get(mats), kernels.get(inv)
+    want = G._affine_from_uniforms(u, terms, np)
+    np.testing.assert_allclose(mats, want, rtol=1e-14, atol=1e-12)
+    np.testing.assert_array_equal(inv, G._invert_affine(mats, np))
+    assert (mats[2, 0, 0] > 0) == (want[2, 0, 0] > 0) and mats[3, 0, 0] * want[3, 0, 0] > 0
+    empty, empty_inv = G._affine_on_device(call, kernels.put(u[:0]), terms)
+    assert empty.shape == empty_inv.shape == (0, 2, 3)
+
+
+def test_kernel_similarity_follows_the_cpu_formula(kernels):
+    """align_faces' (and CuPy estimate_similarity's) one-kernel Umeyama fit equals the NumPy
+    formula up to summation order (atol 1e-9 on coordinates of a few hundred pixels), for
+    batched and broadcast point sets; coinciding points are refused."""
+    from cupyprep import _arrays
+
+    rng = np.random.default_rng(32)
+    src = rng.uniform(0, 300, (9, 5, 2))
+    dst = src @ np.array([[0.8, 0.3], [-0.3, 0.8]]) + rng.normal(0, 2, src.shape) + 17
+    tmpl = np.asarray(G.ARCFACE_112)
+    call = _arrays.prepare(kernels.put(np.zeros((1, 4, 4, 3), np.uint8)), "images")
+    with call.launch():
+        for s, d in ((src, dst), (src, tmpl), (tmpl, dst), (src[:1], dst), (src[3], dst[3]),
+                     (src[:, :2], dst[:, :2])):
+            got = kernels.get(G._similarity_on_device(call, kernels.put(s), kernels.put(d)))
+            np.testing.assert_allclose(got, G.estimate_similarity(s, d), rtol=0, atol=1e-9)
+        assert kernels.get(G._similarity_on_device(call, kernels.put(src[:0]), kernels.put(tmpl))).shape == (0, 2, 3)
+        same = src.copy()
+        same[4] = same[4, :1]  # set 4: every point the same
+        with pytest.raises(ValueError, match="coincide"):
+            G._similarity_on_device(call, kernels.put(same), kernels.put(dst))
+        with pytest.raises(ValueError):
+            G._similarity_on_device(call, kernels.put(src[:3]), kernels.put(dst[:4]))
+        mats, inv = G._similarity_on_device(call, kernels.put(src), kernels.put(dst), inverse=True)
+        # the inverse is invert_affine_transform's formula, bit for bit
+        np.testing.assert_array_equal(kernels.get(inv), G._invert_affine(kernels.get(mats), np))
+        flat = dst.copy()
+        flat[6] = 5.0  # set 6's destination points coincide: a = b = 0
+        with pytest.raises(ValueError, match="landmarks: a fitted similarity is singular"):
+            G._similarity_on_device(call, kernels.put(src), kernels.put(flat), "landmarks", inverse=True)
+
+
+def test_kernel_align_faces_refuses_coinciding_landmarks(kernels):
+    """The kernel path: the fit and its checks in one launch."""
+    lm = np.repeat(np.asarray(G.ARCFACE_112)[None], 2, axis=0) + 10
+    lm[1] = 40.0  # face 1: all five landmarks at one point
+    img = np.zeros((1, 64, 64, 3), np.uint8)
+    with pytest.raises(ValueError, match="landmarks: all points coincide"):
+        G.align_faces(kernels.put(img), kernels.put(lm), np.array([0, 0]))
+
+
+def test_cpu_align_faces_refuses_coinciding_landmarks():
+    lm = np.repeat(np.asarray(G.ARCFACE_112)[None], 2, axis=0) + 10
+    lm[1] = 40.0
+    with pytest.raises(ValueError, match="landmarks: all points coincide"):
+        G.align_faces(np.zeros((1, 64, 64, 3), np.uint8), lm, np.array([0, 0]))
+
+
+def test_kernel_random_affine_empty_batch(kernels):
+    warped, mats = G.random_affine(kernels.put(np.zeros((0, 9, 7, 3), np.uint8)), 30, seed=0)
+    assert kernels.get(warped).shape == (0, 9, 7, 3) and kernels.get(mats).shape == (0, 2, 3)
+
+
 # --- dense variants: word loads and stores, several pixels per thread -------------------------
 # Nearest and linear on dense pixels (channels adjacent, pixels CN apart, in the source and
 # the output) take variants with compile-time strides that make PX pixels per thread and,
