@@ -639,10 +639,20 @@ def _inverse(m, perspective, inverse_map, name):
     if inverse_map:
         return m
     if not perspective:
+        if xp is np and m.shape == (2, 3):
+            # one host matrix (the usual cv2-style call): the same formula on Python floats
+            # (IEEE doubles, each operation rounded once, as NumPy's), a tenth of the host
+            # time of NumPy's array operations on six numbers
+            (a, b, c), (d, e, f) = m.tolist()
+            det = a * e - b * d
+            if det == 0:
+                raise _singular_affine(name)
+            det = 1.0 / det
+            i00, i11, i01, i10 = e * det, a * det, b * -det, d * -det
+            return np.array([[i00, i01, -i00 * c - i01 * f], [i10, i11, -i10 * c - i11 * f]])
         d = m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
         if bool(xp.any(d == 0)):
-            raise ValueError(f"{name}: singular affine matrix (determinant 0) cannot be inverted; "
-                             "pass inverse_map=True if it maps destination to source")
+            raise _singular_affine(name)
         return _invert_affine(m, xp)
     det = xp.linalg.det(m)
     if bool(xp.any(det == 0)):
@@ -655,6 +665,11 @@ def _inverse(m, perspective, inverse_map, name):
         flat = m.reshape(-1, 3, 3)
         return np.stack([cv2.invert(k, flags=cv2.DECOMP_LU)[1] for k in flat]).reshape(m.shape)
     return xp.linalg.inv(m)
+
+
+def _singular_affine(name):
+    return ValueError(f"{name}: singular affine matrix (determinant 0) cannot be inverted; "
+                      "pass inverse_map=True if it maps destination to source")
 
 
 def _warp(images, matrix, size, interpolation, border_mode, border_value, inverse_map, out,

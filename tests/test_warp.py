@@ -83,6 +83,20 @@ def test_invert_affine_matches_cv2_bit_for_bit():
         np.testing.assert_array_equal(G.invert_affine_transform(M), cv2.invertAffineTransform(M))
 
 
+def test_warp_inverse_of_one_host_matrix_is_cv2s():
+    """The warps invert one host (2, 3) matrix on Python floats (the batched and device
+    forms use array operations): both equal cv2.invertAffineTransform bit for bit, over
+    matrices of very different magnitudes."""
+    rng = np.random.default_rng(2)
+    for _ in range(2000):
+        M = rng.normal(size=(2, 3)) * rng.choice([1e-6, 1e-3, 1.0, 1e3, 1e6])
+        want = cv2.invertAffineTransform(M)
+        np.testing.assert_array_equal(G._inverse(M, False, False, "M"), want)
+        np.testing.assert_array_equal(G._inverse(M[None], False, False, "M")[0], want)
+    with pytest.raises(ValueError, match="M: singular"):
+        G._inverse(np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 5.0]]), False, False, "M")
+
+
 def test_estimate_similarity_recovers_and_matches_skimage():
     transform = pytest.importorskip("skimage.transform")
     rng = np.random.default_rng(2)
