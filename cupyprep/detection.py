@@ -87,6 +87,17 @@ _kernels.register_variants("roi_align", "roi_align.cu", _roi_align_variants)
 _GROUPED_MIN_BOXES = 16384
 _SMALL_SORT = 2048  # kernels/nms.cu kSmallSort: one segment up to this many keys sorts in one block
 _MASK_Y = 32  # blocks per row of 64-row chunks in the mask launch (each loops over tiles)
+# multiclass_nms with a score threshold and no (or a large) top_k: a worst-case suppression
+# mask (every candidate passing) above this many bytes is sized by a count of the passing
+# candidates instead (one read back)
+_MASK_BUDGET = 1 << 30
+
+
+def _mask_bytes(B, K):
+    """Bytes of the suppression mask for B segments of up to K candidates (the upper
+    triangle of 64 x 64 blocks, one bit per pair)."""
+    cb = (K + 63) // 64
+    return B * 64 * (cb * (cb + 1) // 2) * 8
 
 
 # --- argument checks -------------------------------------------------------------------------------
@@ -196,6 +207,17 @@ def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
     best = cls_mode == _CLS_BEST
     S = N if (best or cls_mode != _CLS_PER_CANDIDATE) else N * C
     Kc = S if top_k is None else min(S, top_k)
+    need = _mask_bytes(B, Kc)
+    if call.xp is not np and need > _MASK_BUDGET:
+        total_memory = call.xp.cuda.runtime.memGetInfo()[1]
+        if need > total_memory:
+            hint = ""
+            if cls_mode in (_CLS_PER_CANDIDATE, _CLS_BEST):  # multiclass_nms
+                hint = "; pass top_k (or a smaller one) to bound the candidates per image"
+            raise ValueError(
+                f"scores: NMS over up to {Kc} candidates per image needs a {need / 2**30:.1f} GiB "
+                f"suppression mask for {B} image(s), more than the device's "
+                f"{total_memory / 2**30:.1f} GiB{hint}")
     cb = (Kc + 63) // 64
     total = B * S
     # one segment: 32-bit keys (the segment part is zero) sort faster
@@ -498,6 +520,11 @@ def multiclass_nms(boxes, scores, *, iou_threshold=0.5, score_threshold=None, to
         every candidate takes part, NaN scores first.
     top_k : int, optional
         Per image, only the ``top_k`` best candidates (after the score threshold) enter NMS.
+        The suppression mask is sized for ``top_k`` candidates per image (all of them
+        without it). Where a ``score_threshold`` is given and that would take more than
+        1 GiB, the call first counts the candidates that pass (one read back: it then
+        waits for the GPU) and sizes the mask by that count. A mask larger than the
+        device's memory is a ValueError asking for ``top_k``.
     max_detections : int
         Per image, the first ``max_detections`` kept (by descending score) are returned.
     class_agnostic : bool
@@ -572,6 +599,15 @@ def multiclass_nms(boxes, scores, *, iou_threshold=0.5, score_threshold=None, to
             cls_mode = _CLS_BEST
         else:
             cls_mode = _CLS_PER_CANDIDATE
+        S = N * per_box
+        if sthr is not None and _mask_bytes(B, min(S, top_k or S)) > _MASK_BUDGET:
+            # size the mask by the candidates that pass (counted with >=, a superset of
+            # the kernel's >; a box counts once in the best-class mode): top_k at least
+            # that count selects the same candidates as none
+            passing = s >= np.float32(sthr)
+            if per_box == 1 and C > 1:
+                passing = passing.any(axis=2)
+            top_k = max(1, min(top_k or S, int(passing.sum(axis=tuple(range(1, passing.ndim))).max())))
         ids, cls_out, counts = _nms_pipeline(
             call, b, (bs[0], bs[1], bs[2]), s, (ss[0], ss[1], ss[2]), B, N, C, iou_threshold=thr,
             score_threshold=sthr, top_k=top_k, max_det=D, cls_mode=cls_mode, want_classes=True)

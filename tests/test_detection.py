@@ -487,6 +487,63 @@ def test_kernel_multiclass(kernels, case):
         np.testing.assert_array_equal(kernels.get(a), b, err_msg=name)
 
 
+@pytest.mark.parametrize("agnostic", [False, True])
+def test_kernel_multiclass_counts_candidates_for_a_large_mask(kernels, monkeypatch, agnostic):
+    """With a score threshold and no top_k, a worst-case mask above the budget is sized by a
+    count of the passing candidates (here a budget of one byte forces it): the op passes
+    that count as top_k, and the result is the CPU backend's without top_k. NaN scores and
+    an image where nothing passes are among the inputs."""
+    monkeypatch.setattr(det, "_MASK_BUDGET", 1)
+    seen = []
+    pipeline = det._nms_pipeline
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["top_k"])
+        return pipeline(*args, **kwargs)
+
+    monkeypatch.setattr(det, "_nms_pipeline", spy)
+    rng = np.random.default_rng(40)
+    B, N, C = 3, 120, 5
+    boxes = np.stack([random_boxes(rng, N) for _ in range(B)])
+    scores = rng.random((B, N, C)).astype(np.float32)
+    scores[1, ::9, 2] = np.nan
+    scores[2] *= 0.5  # nothing above 0.7
+    idx, cls, counts = cpu.multiclass_nms(boxes, scores, 0.5, 0.7, None, 40, agnostic)
+    got = det.multiclass_nms(kernels.put(boxes), kernels.put(scores), iou_threshold=0.5,
+                             score_threshold=0.7, max_detections=40, class_agnostic=agnostic)
+    passing = scores >= np.float32(0.7)
+    if agnostic:
+        passing = passing.any(axis=2)
+    assert seen == [int(passing.reshape(B, -1).sum(axis=1).max())] and seen[0] < N * (1 if agnostic else C)
+    np.testing.assert_array_equal(kernels.get(got.counts), counts)
+    np.testing.assert_array_equal(kernels.get(got.indices), idx)
+    np.testing.assert_array_equal(kernels.get(got.classes), cls)
+    assert counts[0] > 0 and counts[2] == 0
+
+
+@pytest.mark.gpu
+def test_gpu_multiclass_yolo_sized_without_top_k():
+    """8 x 8400 anchors x 80 classes (a YOLO head), per class, as the docstring's example
+    calls it (a score threshold, no top_k): the worst-case mask would be about 226 GB, so
+    the candidates are counted and the result equals the call with a top_k above that
+    count. Without a threshold the mask cannot fit: a ValueError asking for top_k."""
+    import cupy
+
+    rng = np.random.default_rng(41)
+    B, N, C = 8, 8400, 80
+    boxes = cupy.asarray(np.stack([random_boxes(rng, N, extent=640, sides=(10, 110)) for _ in range(B)]))
+    scores = cupy.asarray(rng.random((B, N, C), dtype=np.float32))
+    assert det._mask_bytes(B, N * C) > 200e9
+    got = det.multiclass_nms(boxes, scores, score_threshold=0.99)
+    ref = det.multiclass_nms(boxes, scores, score_threshold=0.99, top_k=20000)
+    assert int((scores > 0.99).sum(axis=(1, 2)).max()) < 20000
+    for name, a, b in zip(ref._fields, got, ref):
+        np.testing.assert_array_equal(cupy.asnumpy(a), cupy.asnumpy(b), err_msg=name)
+    assert int(got.counts.min()) > 0
+    with pytest.raises(ValueError, match="top_k"):
+        det.multiclass_nms(boxes, scores)
+
+
 def test_kernel_multiclass_empty(kernels):
     d = det.multiclass_nms(kernels.put(np.zeros((2, 0, 4), np.float32)), kernels.put(np.zeros((2, 0, 3), np.float32)),
                            max_detections=4)
