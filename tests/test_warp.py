@@ -530,20 +530,23 @@ def test_kernel_similarity_follows_the_cpu_formula(kernels):
             G._similarity_on_device(call, kernels.put(src), kernels.put(flat), "landmarks", inverse=True)
 
 
+def coinciding_landmarks():
+    """Two faces' ARCFACE landmarks, the second with all five points at one place."""
+    lm = np.repeat(np.asarray(G.ARCFACE_112)[None], 2, axis=0) + 10
+    lm[1] = 40.0
+    return lm
+
+
 def test_kernel_align_faces_refuses_coinciding_landmarks(kernels):
     """The kernel path: the fit and its checks in one launch."""
-    lm = np.repeat(np.asarray(G.ARCFACE_112)[None], 2, axis=0) + 10
-    lm[1] = 40.0  # face 1: all five landmarks at one point
     img = np.zeros((1, 64, 64, 3), np.uint8)
     with pytest.raises(ValueError, match="landmarks: all points coincide"):
-        G.align_faces(kernels.put(img), kernels.put(lm), np.array([0, 0]))
+        G.align_faces(kernels.put(img), kernels.put(coinciding_landmarks()), np.array([0, 0]))
 
 
 def test_cpu_align_faces_refuses_coinciding_landmarks():
-    lm = np.repeat(np.asarray(G.ARCFACE_112)[None], 2, axis=0) + 10
-    lm[1] = 40.0
     with pytest.raises(ValueError, match="landmarks: all points coincide"):
-        G.align_faces(np.zeros((1, 64, 64, 3), np.uint8), lm, np.array([0, 0]))
+        G.align_faces(np.zeros((1, 64, 64, 3), np.uint8), coinciding_landmarks(), np.array([0, 0]))
 
 
 def test_kernel_random_affine_empty_batch(kernels):
