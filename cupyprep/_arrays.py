@@ -157,6 +157,26 @@ def to_host(x) -> np.ndarray:
     return np.asarray(x)
 
 
+def upload_like(ref, a, dtype):
+    """NumPy ``a`` as ``dtype`` in the array kind, and on the device, of ``ref`` (numpy,
+    cupy or torch). A device copy goes through CuPy, which stages it through page-locked
+    memory and copies asynchronously on the current stream (the launch context's), where
+    ``torch.as_tensor`` from NumPy onto the device would wait for that stream to drain."""
+    if isinstance(ref, np.ndarray):
+        return np.asarray(a, dtype=dtype)
+    if _is_torch(ref):
+        import torch
+
+        if not ref.is_cuda:
+            return torch.from_numpy(np.ascontiguousarray(a, dtype=dtype))
+        import cupy
+
+        return torch.from_dlpack(cupy.asarray(a, dtype=dtype))
+    import cupy
+
+    return cupy.asarray(a, dtype=dtype)
+
+
 def describe(x) -> str:
     """A short description of an argument for error messages."""
     if isinstance(x, TensorView):

@@ -196,28 +196,34 @@ class _Carve:
 
 def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_threshold,
                   score_threshold, top_k, max_det, cls_mode, class_src=None, s_cls=0,
-                  want_classes=False, grouped=False):
+                  want_classes=False, grouped=False, too_large=""):
     """Launch keys -> argsort -> gather -> mask -> reduce. Returns device arrays
     ``(ids (B, max_det) int64, classes (B, max_det) int64 or None, counts (B,) int64)``.
 
     ``grouped`` (batched_nms: one segment, classes from ``class_src``): candidates sorted by
     class, then score; each class is reduced on its own and the kept ids put back in score
-    order by a final sort."""
+    order by a final sort. ``too_large``: what the error for a mask larger than the
+    device adds (what the caller can pass to bound it)."""
     i32, i64, f32 = np.int32, np.int64, np.float32
     best = cls_mode == _CLS_BEST
     S = N if (best or cls_mode != _CLS_PER_CANDIDATE) else N * C
     Kc = S if top_k is None else min(S, top_k)
+    if score_threshold is not None and _mask_bytes(B, Kc) > _MASK_BUDGET:
+        # size the mask by the candidates that pass (counted with >=, a superset of the
+        # keys kernel's >; a box counts once in the best-class mode): at least that many
+        # slots select the same candidates as S
+        passing = scores >= np.float32(score_threshold)
+        if best:
+            passing = passing.any(axis=-1)
+        Kc = max(1, min(Kc, int(passing.reshape(B, -1).sum(axis=1).max())))
     need = _mask_bytes(B, Kc)
     if call.xp is not np and need > _MASK_BUDGET:
         total_memory = call.xp.cuda.runtime.memGetInfo()[1]
         if need > total_memory:
-            hint = ""
-            if cls_mode in (_CLS_PER_CANDIDATE, _CLS_BEST):  # multiclass_nms
-                hint = "; pass top_k (or a smaller one) to bound the candidates per image"
             raise ValueError(
                 f"scores: NMS over up to {Kc} candidates per image needs a {need / 2**30:.1f} GiB "
                 f"suppression mask for {B} image(s), more than the device's "
-                f"{total_memory / 2**30:.1f} GiB{hint}")
+                f"{total_memory / 2**30:.1f} GiB{too_large}")
     cb = (Kc + 63) // 64
     total = B * S
     # one segment: 32-bit keys (the segment part is zero) sort faster
@@ -481,19 +487,8 @@ class Detections(NamedTuple):
             sel = (np.arange(D)[None, :] < counts[:, None]).reshape(-1)
             image = np.repeat(np.arange(B, dtype=np.int64), counts)
             flat = np.nonzero(sel)[0]
-            if isinstance(self.counts, np.ndarray):
-                take = flat
-                image_index = image
-            elif _arrays._is_torch(self.counts):
-                import torch
-
-                take = torch.as_tensor(flat, device=self.counts.device)
-                image_index = torch.as_tensor(image, device=self.counts.device)
-            else:
-                import cupy
-
-                take = cupy.asarray(flat)
-                image_index = cupy.asarray(image)
+            take = _arrays.upload_like(self.counts, flat, np.int64)
+            image_index = _arrays.upload_like(self.counts, image, np.int64)
             return FlatDetections(self.boxes.reshape(B * D, 4)[take], self.scores.reshape(-1)[take],
                                   self.classes.reshape(-1)[take], image_index,
                                   self.indices.reshape(-1)[take])
@@ -599,18 +594,10 @@ def multiclass_nms(boxes, scores, *, iou_threshold=0.5, score_threshold=None, to
             cls_mode = _CLS_BEST
         else:
             cls_mode = _CLS_PER_CANDIDATE
-        S = N * per_box
-        if sthr is not None and _mask_bytes(B, min(S, top_k or S)) > _MASK_BUDGET:
-            # size the mask by the candidates that pass (counted with >=, a superset of
-            # the kernel's >; a box counts once in the best-class mode): top_k at least
-            # that count selects the same candidates as none
-            passing = s >= np.float32(sthr)
-            if per_box == 1 and C > 1:
-                passing = passing.any(axis=2)
-            top_k = max(1, min(top_k or S, int(passing.sum(axis=tuple(range(1, passing.ndim))).max())))
         ids, cls_out, counts = _nms_pipeline(
             call, b, (bs[0], bs[1], bs[2]), s, (ss[0], ss[1], ss[2]), B, N, C, iou_threshold=thr,
-            score_threshold=sthr, top_k=top_k, max_det=D, cls_mode=cls_mode, want_classes=True)
+            score_threshold=sthr, top_k=top_k, max_det=D, cls_mode=cls_mode, want_classes=True,
+            too_large="; pass top_k (or a smaller one) to bound the candidates per image")
         out_b = call.output(None, (B, D, 4), b.dtype)
         out_s = call.output(None, (B, D), s.dtype)
         out_i = call.output(None, (B, D), np.int64)

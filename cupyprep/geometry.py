@@ -319,15 +319,29 @@ def invert_affine_transform(matrix):
     >>> back = cupyprep.invert_affine_transform(M)                       # doctest: +SKIP
     """
     m = _as_float_array("matrix", matrix, (2, 3))
-    xp = _xp_of(m)
-    d = m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
-    if bool(xp.any(d == 0)):
-        raise ValueError(f"matrix: singular affine matrix (determinant 0), got {_arrays.describe(m)}")
-    return _invert_affine(m, xp)
+    return _invert_affine(m, _xp_of(m), lambda: ValueError(
+        f"matrix: singular affine matrix (determinant 0), got {_arrays.describe(m)}"))
 
 
-def _invert_affine(m, xp):
+def _invert_affine(m, xp, singular=None):
+    """``cv2.invertAffineTransform``'s formula on (2, 3) / (N, 2, 3) float64 matrices
+    (``1 / det``, then each product rounded once). ``singular()`` makes the error raised
+    where a determinant is 0 (for device matrices the test reads one flag back); without
+    it (matrices known to be regular) a zero determinant gives zeros."""
+    if xp is np and m.shape == (2, 3):
+        # one host matrix (the usual cv2-style call): the same formula on Python floats
+        # (IEEE doubles, each operation rounded once, as NumPy's), a tenth of the host
+        # time of NumPy's array operations on six numbers
+        (a, b, c), (d, e, f) = m.tolist()
+        det = a * e - b * d
+        if det == 0 and singular is not None:
+            raise singular()
+        det = 1.0 / det if det != 0 else 0.0
+        i00, i11, i01, i10 = e * det, a * det, b * -det, d * -det
+        return np.array([[i00, i01, -i00 * c - i01 * f], [i10, i11, -i10 * c - i11 * f]])
     d = m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
+    if singular is not None and bool(xp.any(d == 0)):
+        raise singular()
     d = xp.where(d != 0, 1.0 / xp.where(d != 0, d, 1.0), 0.0)
     a11, a22 = m[..., 1, 1] * d, m[..., 0, 0] * d
     a12, a21 = m[..., 0, 1] * -d, m[..., 1, 0] * -d
@@ -415,9 +429,8 @@ def estimate_similarity(src, dst):
     xp = _xp_of(s, d)
     if s.shape[-2] < 2:
         raise ValueError(f"src: expected at least 2 points, got {s.shape[-2]}")
-    if xp is not np:
-        call = _arrays.prepare(s if _arrays._is_cupy(s) else d, "src")
-        return _similarity_on_device(call, xp.asarray(s), xp.asarray(d))
+    if xp is not np:  # on_input_device made the points' device and stream current
+        return _similarity_on_device(xp, xp.asarray(s), xp.asarray(d))
     return _similarity_numpy(s, d, "src")
 
 
@@ -437,12 +450,12 @@ def _similarity_numpy(s, d, name):
     return np.stack([np.stack([a, -b, tx], axis=-1), np.stack([b, a, ty], axis=-1)], axis=-2)
 
 
-def _similarity_on_device(call, src, dst, name="src", inverse=False):
-    """:func:`estimate_similarity` of float64 (K, 2) / (N, K, 2) point sets on the call's
-    device (K >= 2 checked by the caller), in one launch; with ``inverse``, ``(matrices,
+def _similarity_on_device(xp, src, dst, name="src", inverse=False):
+    """:func:`estimate_similarity` of float64 (K, 2) / (N, K, 2) point sets (arrays of
+    ``xp``: CuPy, or NumPy under the kernel emulator) on the current device and stream
+    (K >= 2 checked by the caller), in one launch; with ``inverse``, ``(matrices,
     inverses)`` (a singular fit is an error). The tests for coinciding points and singular
     fits read one flag back."""
-    xp = call.xp
     shape = np.broadcast_shapes(src.shape, dst.shape)
     k = shape[-2]
     n = shape[0] if len(shape) == 3 else 1
@@ -639,21 +652,7 @@ def _inverse(m, perspective, inverse_map, name):
     if inverse_map:
         return m
     if not perspective:
-        if xp is np and m.shape == (2, 3):
-            # one host matrix (the usual cv2-style call): the same formula on Python floats
-            # (IEEE doubles, each operation rounded once, as NumPy's), a tenth of the host
-            # time of NumPy's array operations on six numbers
-            (a, b, c), (d, e, f) = m.tolist()
-            det = a * e - b * d
-            if det == 0:
-                raise _singular_affine(name)
-            det = 1.0 / det
-            i00, i11, i01, i10 = e * det, a * det, b * -det, d * -det
-            return np.array([[i00, i01, -i00 * c - i01 * f], [i10, i11, -i10 * c - i11 * f]])
-        d = m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
-        if bool(xp.any(d == 0)):
-            raise _singular_affine(name)
-        return _invert_affine(m, xp)
+        return _invert_affine(m, xp, lambda: _singular_affine(name))
     det = xp.linalg.det(m)
     if bool(xp.any(det == 0)):
         raise ValueError(f"{name}: singular perspective matrix (determinant 0) cannot be inverted")
@@ -916,7 +915,7 @@ def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFAC
         if lm.shape[0] == 0:
             mats = inv = xp.zeros((0, 2, 3))
         elif call.device:  # the fit and its inverse in one launch
-            mats, inv = _similarity_on_device(call, lm, xp.asarray(tmpl), "landmarks", inverse=True)
+            mats, inv = _similarity_on_device(xp, lm, xp.asarray(tmpl), "landmarks", inverse=True)
         else:
             mats = _similarity_numpy(lm, tmpl, "landmarks")
             inv = _inverse(mats, False, False, "landmarks")

@@ -188,24 +188,16 @@ def _rows(c):
 
 def _like(ref, a):
     """``a`` (numpy) as the array kind, device and float dtype of ``ref``."""
-    if isinstance(ref, np.ndarray):
-        return a.astype(ref.dtype if ref.dtype.kind == "f" else np.float64)
     if _arrays._is_torch(ref):
         import torch
 
         dtype = ref.dtype if ref.is_floating_point() else torch.float64
         np_dtype = _arrays._NUMPY_DTYPES().get(dtype)
-        if ref.is_cuda and np_dtype is not None:
-            import cupy
-
-            # CuPy stages the upload through page-locked memory and copies asynchronously on
-            # the current stream (the launch context's); torch.as_tensor from NumPy to the
-            # device would wait for that stream to drain
-            return torch.from_dlpack(cupy.asarray(a, dtype=np_dtype))
-        return torch.as_tensor(a, dtype=dtype, device=ref.device)
-    import cupy
-
-    return cupy.asarray(a, dtype=ref.dtype if ref.dtype.kind == "f" else np.float64)
+        if np_dtype is None:  # bfloat16: no NumPy dtype to stage it through
+            return torch.as_tensor(a, dtype=dtype, device=ref.device)
+    else:
+        np_dtype = ref.dtype if ref.dtype.kind == "f" else np.float64
+    return _arrays.upload_like(ref, a, np_dtype)
 
 
 def _clip(out, hi):

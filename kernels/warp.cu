@@ -890,8 +890,7 @@ __device__ __forceinline__ void store6(double* out, const double (&m)[6]) {
 // Image i's source-to-destination matrix and its inverse, from its six uniforms u[i, 0..5]
 // in [0, 1) (row-major, n x 6): angle, scale, shear, x shift, y shift, flip. Each operation
 // is rounded on its own, in the order of geometry.py's _affine_from_uniforms (its NumPy
-// formula, the CPU path). One launch instead of the ~50 small array operations of that
-// formula, whose host time was ten times the warp's. det = s^2 f is never 0.
+// formula, the CPU path), in one launch. det = s^2 f is never 0.
 __global__ void cupyprep_random_affine_matrices(
     const double* __restrict__ u, int n, double deg0, double deg_span, double sc0,
     double sc_span, double sh0, double sh_span, double rad, double tx_span, double ty_span,

@@ -490,18 +490,18 @@ def test_kernel_multiclass(kernels, case):
 @pytest.mark.parametrize("agnostic", [False, True])
 def test_kernel_multiclass_counts_candidates_for_a_large_mask(kernels, monkeypatch, agnostic):
     """With a score threshold and no top_k, a worst-case mask above the budget is sized by a
-    count of the passing candidates (here a budget of one byte forces it): the op passes
-    that count as top_k, and the result is the CPU backend's without top_k. NaN scores and
-    an image where nothing passes are among the inputs."""
+    count of the passing candidates (here a budget of one byte forces it): the mask is
+    sized for that count, and the result is the CPU backend's without top_k. NaN scores
+    and an image where nothing passes are among the inputs."""
     monkeypatch.setattr(det, "_MASK_BUDGET", 1)
     seen = []
-    pipeline = det._nms_pipeline
+    mask_bytes = det._mask_bytes
 
-    def spy(*args, **kwargs):
-        seen.append(kwargs["top_k"])
-        return pipeline(*args, **kwargs)
+    def spy(B, K):
+        seen.append(K)
+        return mask_bytes(B, K)
 
-    monkeypatch.setattr(det, "_nms_pipeline", spy)
+    monkeypatch.setattr(det, "_mask_bytes", spy)
     rng = np.random.default_rng(40)
     B, N, C = 3, 120, 5
     boxes = np.stack([random_boxes(rng, N) for _ in range(B)])
@@ -514,7 +514,8 @@ def test_kernel_multiclass_counts_candidates_for_a_large_mask(kernels, monkeypat
     passing = scores >= np.float32(0.7)
     if agnostic:
         passing = passing.any(axis=2)
-    assert seen == [int(passing.reshape(B, -1).sum(axis=1).max())] and seen[0] < N * (1 if agnostic else C)
+    count = int(passing.reshape(B, -1).sum(axis=1).max())
+    assert seen == [N * (1 if agnostic else C), count] and count < seen[0]
     np.testing.assert_array_equal(kernels.get(got.counts), counts)
     np.testing.assert_array_equal(kernels.get(got.indices), idx)
     np.testing.assert_array_equal(kernels.get(got.classes), cls)

@@ -84,17 +84,22 @@ def test_invert_affine_matches_cv2_bit_for_bit():
 
 
 def test_warp_inverse_of_one_host_matrix_is_cv2s():
-    """The warps invert one host (2, 3) matrix on Python floats (the batched and device
-    forms use array operations): both equal cv2.invertAffineTransform bit for bit, over
-    matrices of very different magnitudes."""
+    """The warps and invert_affine_transform invert one host (2, 3) matrix on Python floats
+    (the batched and device forms use array operations): both equal
+    cv2.invertAffineTransform bit for bit, over matrices of very different magnitudes."""
     rng = np.random.default_rng(2)
     for _ in range(2000):
         M = rng.normal(size=(2, 3)) * rng.choice([1e-6, 1e-3, 1.0, 1e3, 1e6])
         want = cv2.invertAffineTransform(M)
         np.testing.assert_array_equal(G._inverse(M, False, False, "M"), want)
         np.testing.assert_array_equal(G._inverse(M[None], False, False, "M")[0], want)
+        np.testing.assert_array_equal(G.invert_affine_transform(M), want)
+    singular = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 5.0]])
     with pytest.raises(ValueError, match="M: singular"):
-        G._inverse(np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 5.0]]), False, False, "M")
+        G._inverse(singular, False, False, "M")
+    for m in (singular, singular[None]):
+        with pytest.raises(ValueError, match="matrix: singular"):
+            G.invert_affine_transform(m)
 
 
 def test_estimate_similarity_recovers_and_matches_skimage():
@@ -512,22 +517,22 @@ def test_kernel_similarity_follows_the_cpu_formula(kernels):
     with call.launch():
         for s, d in ((src, dst), (src, tmpl), (tmpl, dst), (src[:1], dst), (src[3], dst[3]),
                      (src[:, :2], dst[:, :2])):
-            got = kernels.get(G._similarity_on_device(call, kernels.put(s), kernels.put(d)))
+            got = kernels.get(G._similarity_on_device(call.xp, kernels.put(s), kernels.put(d)))
             np.testing.assert_allclose(got, G.estimate_similarity(s, d), rtol=0, atol=1e-9)
-        assert kernels.get(G._similarity_on_device(call, kernels.put(src[:0]), kernels.put(tmpl))).shape == (0, 2, 3)
+        assert kernels.get(G._similarity_on_device(call.xp, kernels.put(src[:0]), kernels.put(tmpl))).shape == (0, 2, 3)
         same = src.copy()
         same[4] = same[4, :1]  # set 4: every point the same
         with pytest.raises(ValueError, match="coincide"):
-            G._similarity_on_device(call, kernels.put(same), kernels.put(dst))
+            G._similarity_on_device(call.xp, kernels.put(same), kernels.put(dst))
         with pytest.raises(ValueError):
-            G._similarity_on_device(call, kernels.put(src[:3]), kernels.put(dst[:4]))
-        mats, inv = G._similarity_on_device(call, kernels.put(src), kernels.put(dst), inverse=True)
+            G._similarity_on_device(call.xp, kernels.put(src[:3]), kernels.put(dst[:4]))
+        mats, inv = G._similarity_on_device(call.xp, kernels.put(src), kernels.put(dst), inverse=True)
         # the inverse is invert_affine_transform's formula, bit for bit
         np.testing.assert_array_equal(kernels.get(inv), G._invert_affine(kernels.get(mats), np))
         flat = dst.copy()
         flat[6] = 5.0  # set 6's destination points coincide: a = b = 0
         with pytest.raises(ValueError, match="landmarks: a fitted similarity is singular"):
-            G._similarity_on_device(call, kernels.put(src), kernels.put(flat), "landmarks", inverse=True)
+            G._similarity_on_device(call.xp, kernels.put(src), kernels.put(flat), "landmarks", inverse=True)
 
 
 def coinciding_landmarks():
