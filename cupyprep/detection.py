@@ -79,7 +79,18 @@ def _roi_align_variants():
     return [f"cupyprep_roi_align<{_t(d)}, {_b(a)}>" for d in BOX_DTYPES for a in (False, True)]
 
 
+def _boxes_variants():
+    out = []
+    for t in BOX_DTYPES:
+        out += [f"cupyprep_box_convert<{_t(t)}, {i}, {o}>" for i in range(3) for o in range(3)]
+        out += [f"cupyprep_box_iou<{_t(t)}, {_t(u)}>" for u in BOX_DTYPES]
+        out += [f"cupyprep_{op}<{_t(t)}>" for op in ("clip_boxes", "decode_boxes", "decode_landmarks")]
+        out += [f"cupyprep_decode_yolo<{_t(t)}, {_b(obj)}>" for obj in (False, True)]
+    return out
+
+
 _kernels.register_variants("nms", "nms.cu", _nms_variants)
+_kernels.register_variants("boxes", "boxes.cu", _boxes_variants)
 _kernels.register_variants("roi_align", "roi_align.cu", _roi_align_variants)
 
 # batched_nms with more boxes than this sorts by class first, so the mask and the greedy
@@ -647,25 +658,29 @@ def box_convert(boxes, in_fmt, out_fmt):
     in_fmt = _validate.choice("in_fmt", in_fmt, BOX_FORMATS)
     out_fmt = _validate.choice("out_fmt", out_fmt, BOX_FORMATS)
     call, arr = _box_arg("boxes", boxes)
-    return _generic(call, lambda xp, a: cpu.box_convert(a, in_fmt, out_fmt, xp=xp), arr)
-
-
-def _generic(call, fn, *arrays):
-    """Element-wise box math ``fn(xp, *arrays)`` (the CPU backend's function, given the
-    array module): NumPy on the CPU side; on the GPU side the same expression on CuPy
-    arrays, on the caller's stream (torch CUDA tensors are viewed as CuPy and the result
-    handed back through DLPack, without copies)."""
-    if not call.device or call.kind == "numpy":
-        return call.result(np.ascontiguousarray(fn(np, *(np.asarray(a) for a in arrays))))
-    import cupy
-
+    if not call.device:
+        return call.result(cpu.box_convert(arr, in_fmt, out_fmt))
     with call.launch():
-        res = fn(cupy, *arrays)
-        if call.kind == "torch":
-            import torch
+        native, out = call.output(None, arr.shape, arr.dtype)
+        codes = BOX_FORMATS.index(in_fmt), BOX_FORMATS.index(out_fmt)
+        _launch_rows(f"cupyprep_box_convert<{_t(arr.dtype)}, {codes[0]}, {codes[1]}>", arr, "boxes",
+                     lambda v, A, P, s: (v, _i64(P), *map(_i64, s), out, _i64(A * P)))
+    return native
 
-            return torch.from_dlpack(res)
-    return res
+
+def _launch_rows(expr, arr, name, args, per_row=1):
+    """Launch the boxes.cu kernel ``expr`` over the rows of ``arr`` (..., P, K), read as an
+    (A, P, K) array: a view where the leading dimensions' strides merge (a contiguous copy
+    where they do not). ``args(view, A, P, strides)`` gives the launch arguments; the grid
+    covers ``A * P * per_row`` items."""
+    P = arr.shape[-2] if arr.ndim >= 2 else 1
+    A = math.prod(arr.shape[:-2])
+    view = arr.reshape(A, P, arr.shape[-1])
+    strides = _arrays.element_strides(view, name)
+    launch_1d(_kernels.get_function("boxes.cu", expr), A * P * per_row, args(view, A, P, strides))
+
+
+_i64 = np.int64
 
 
 def clip_boxes(boxes, size):
@@ -673,6 +688,7 @@ def clip_boxes(boxes, size):
     (``torchvision.ops.clip_boxes_to_image``).
 
     ``boxes`` (..., 4) float32 / float16; ``size`` (height, width). Same shape, dtype, kind.
+    NaN stays NaN.
 
     Example
     -------
@@ -680,8 +696,14 @@ def clip_boxes(boxes, size):
     """
     H, W = _validate.size_hw("size", size)
     call, arr = _box_arg("boxes", boxes)
-
-    return _generic(call, lambda xp, b: cpu.clip_boxes(b, (H, W), xp=xp), arr)
+    if not call.device:
+        return call.result(cpu.clip_boxes(arr, (H, W)))
+    with call.launch():
+        native, out = call.output(None, arr.shape, arr.dtype)
+        _launch_rows(f"cupyprep_clip_boxes<{_t(arr.dtype)}>", arr, "boxes",
+                     lambda v, A, P, s: (v, _i64(P), *map(_i64, s), np.float32(W), np.float32(H), out,
+                                         _i64(A * P)))
+    return native
 
 
 def box_iou(boxes1, boxes2):
@@ -692,7 +714,8 @@ def box_iou(boxes1, boxes2):
     ----------
     ``area = (x2 - x1) * (y2 - y1)``, ``inter = max(0, min(x2) - max(x1)) * max(0, ...)``,
     ``iou = inter / (area1 + area2 - inter)``, in float32 (float16 boxes read exactly).
-    Empty unions give NaN, as in torchvision.
+    Empty unions give NaN, as in torchvision. The min / max ignore NaN coordinates (NumPy's
+    ``fmin`` / ``fmax``). On the GPU, one launch.
 
     Example
     -------
@@ -704,8 +727,16 @@ def box_iou(boxes1, boxes2):
         if arr.ndim != 2 or arr.shape[1] != 4:
             raise ValueError(f"{name}: expected shape (N, 4), got {_arrays.describe(arr)}")
         _validate.dtype_in(name, arr, BOX_DTYPES)
-
-    return _generic(call, lambda xp, p, q: cpu.box_iou(p, q, xp=xp), a, b)
+    if not call.device:
+        return call.result(cpu.box_iou(a, b))
+    N, M = a.shape[0], b.shape[0]
+    with call.launch():
+        native, out = call.output(None, (N, M), np.float32)
+        sa, sb = _arrays.element_strides(a, "boxes1"), _arrays.element_strides(b, "boxes2")
+        fn = _kernels.get_function("boxes.cu", f"cupyprep_box_iou<{_t(a.dtype)}, {_t(b.dtype)}>")
+        launch_1d(fn, N * M, (a, _i64(sa[0]), _i64(sa[1]), b, _i64(sb[0]), _i64(sb[1]), _i64(M), out,
+                              _i64(N * M)))
+    return native
 
 
 # --- decoders --------------------------------------------------------------------------------------
@@ -806,7 +837,15 @@ def decode_boxes(loc, priors, variances=(0.1, 0.2)):
     v = _variances(variances)
     p = _priors_for(call, priors, arr.shape[-2])
 
-    return _generic(call, lambda xp, l: cpu.decode_anchors(l, p, v, xp=xp), arr)
+    if not call.device:
+        return call.result(cpu.decode_anchors(arr, p, v))
+    with call.launch():
+        native, out = call.output(None, arr.shape, np.float32)
+        pri = _device_priors(call, p)
+        _launch_rows(f"cupyprep_decode_boxes<{_t(arr.dtype)}>", arr, "loc",
+                     lambda w, A, P, s: (w, _i64(P), *map(_i64, s), pri, np.float32(v[0]),
+                                         np.float32(v[1]), out, _i64(A * P)))
+    return native
 
 
 def decode_landmarks(pre, priors, variances=(0.1, 0.2)):
@@ -821,7 +860,24 @@ def decode_landmarks(pre, priors, variances=(0.1, 0.2)):
     v = _variances(variances)
     p = _priors_for(call, priors, arr.shape[-2])
 
-    return _generic(call, lambda xp, l: cpu.decode_landmarks(l, p, v, xp=xp), arr)
+    if not call.device:
+        return call.result(cpu.decode_landmarks(arr, p, v))
+    K = arr.shape[-1]
+    with call.launch():
+        native, out = call.output(None, arr.shape[:-1] + (K // 2, 2), np.float32)
+        pri = _device_priors(call, p)
+        _launch_rows(f"cupyprep_decode_landmarks<{_t(arr.dtype)}>", arr, "pre",
+                     lambda w, A, P, s: (w, _i64(P), _i64(K), *map(_i64, s), pri, np.float32(v[0]), out,
+                                         _i64(A * P * K)), per_row=K)
+    return native
+
+
+def _device_priors(call, priors):
+    """The decoders' priors as a contiguous float32 array on the call's device (host
+    priors are uploaded on the launch stream; device ones are used where they are when
+    already so)."""
+    xp = call.xp
+    return xp.ascontiguousarray(xp.asarray(priors, dtype=np.float32))
 
 
 def encode_boxes(boxes, priors, variances=(0.1, 0.2)):
@@ -850,18 +906,17 @@ def decode_yolo(pred, *, objectness=True):
     extra = 5 if objectness else 4
     call, arr = _head_arg("pred", pred, lambda k: k > extra, f"(..., N, {extra} + C) with C >= 1")
 
-    if not call.device or call.kind == "numpy":
-        bx, sc = cpu.decode_yolo(np.asarray(arr), objectness)
+    if not call.device:
+        bx, sc = cpu.decode_yolo(arr, objectness)
         return call.result(bx), call.result(sc)
-    import cupy
-
+    C = arr.shape[-1] - extra
     with call.launch():
-        bx, sc = cpu.decode_yolo(arr, objectness, xp=cupy)
-        if call.kind == "torch":
-            import torch
-
-            return torch.from_dlpack(bx), torch.from_dlpack(sc)
-    return bx, sc
+        boxes_native, boxes_out = call.output(None, arr.shape[:-1] + (4,), np.float32)
+        scores_native, scores_out = call.output(None, arr.shape[:-1] + (C,), np.float32)
+        _launch_rows(f"cupyprep_decode_yolo<{_t(arr.dtype)}, {_b(objectness)}>", arr, "pred",
+                     lambda w, A, N, s: (w, _i64(N), _i64(C), *map(_i64, s), boxes_out, scores_out,
+                                         _i64(A * N * (4 + C))), per_row=4 + C)
+    return boxes_native, scores_native
 
 
 # --- roi_align -------------------------------------------------------------------------------------

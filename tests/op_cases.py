@@ -53,6 +53,10 @@ def post_ops():
     huge = boxes_xyxy(rng, 17000)  # batched_nms sorts by class first above 16384 boxes
     feats = rng.standard_normal((2, 8, 20, 30)).astype(np.float32)
     rois = np.concatenate([rng.integers(0, 2, (40, 1)), boxes_xyxy(rng, 40) / 40], axis=1).astype(np.float32)
+    pri = cupyprep.prior_boxes((64, 64), [[16, 32]], [16])
+    loc = rng.normal(0, 1, (2, len(pri), 4)).astype(np.float32)
+    pre = rng.normal(0, 1, (2, len(pri), 10)).astype(np.float32)
+    yolo = rng.random((2, 4 + 80, 300), dtype=np.float32)  # YOLOv8's (B, 4 + C, N)
     return [
         ("warp_affine", (imgs, rot), lambda x, m: cupyprep.warp_affine(x, m, (40, 50))),
         ("warp_affine_cubic", (imgs, rot),
@@ -74,6 +78,11 @@ def post_ops():
         ("nms_empty", (np.zeros((0, 4), np.float32), np.zeros((0,), np.float32)),
          lambda b, s: cupyprep.nms(b, s, 0.5, return_count=True)),
         ("box_iou", (small[:50], small[50:120]), cupyprep.box_iou),
+        ("box_convert", (large,), lambda b: cupyprep.box_convert(b[::2], "xyxy", "cxcywh")),
+        ("clip_boxes", (large,), lambda b: cupyprep.clip_boxes(b, (600, 800))),
+        ("decode_boxes", (loc, pri), cupyprep.decode_boxes),
+        ("decode_landmarks", (pre, pri), cupyprep.decode_landmarks),
+        ("decode_yolo", (yolo,), lambda p: cupyprep.decode_yolo(p.swapaxes(1, 2), objectness=False)),
         ("meta_to_original", (rng.uniform(0, 64, (2, 5, 4)).astype(np.float32),), _META.to_original),
         ("meta_to_network_list", (rng.uniform(0, 40, (3, 4)), rng.uniform(0, 40, (2, 4))),
          lambda a, b: _META.to_network([a, b], clip=True)),

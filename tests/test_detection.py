@@ -250,6 +250,151 @@ def test_decode_yolo():
     np.testing.assert_allclose(scores, [[[0.2, 0.8]]])
 
 
+# --- box ops and decoders on kernels (emulated in CI, GPU with -m gpu) ------------------------------
+_POISON = -31337.0  # no box op makes it from the inputs below
+
+
+@pytest.fixture
+def poisoned_outputs(monkeypatch):
+    """Every float array an op allocates for its result starts as _POISON, so an element a
+    kernel leaves unwritten shows (the box ops take no ``out``)."""
+    prepared = det._arrays.Prepared
+    allocate = prepared.output
+
+    def output(self, out, shape, dtype, name="out"):
+        native, view = allocate(self, out, shape, dtype, name)
+        if out is None and np.dtype(dtype).kind == "f":
+            view.fill(_POISON)
+        return native, view
+
+    monkeypatch.setattr(prepared, "output", output)
+
+
+def odd_values(rng, shape, dtype, lo=-50.0, hi=150.0):
+    """Random values with NaN, infinities, -0.0, zero-size and inverted boxes mixed in (and,
+    as float16, values past its range that become infinities)."""
+    a = rng.uniform(lo, hi, shape)
+    flat = a.reshape(-1)
+    specials = [np.nan, np.inf, -np.inf, -0.0, 0.0, 7e4, -1e-3, 1e-30]
+    flat[:: 5][: len(specials)] = specials[: len(flat[:: 5])]
+    if a.ndim >= 2 and a.shape[-2] > 2 and a.shape[-1] >= 4:
+        a[..., 1, 2:4] = a[..., 1, :2]  # a zero-size box
+        a[..., 2, 2:4] = a[..., 2, :2] - 5  # an inverted one
+    with np.errstate(over="ignore"):
+        return a.astype(dtype)
+
+
+def box_layouts(rng, dtype):
+    """(name, host array (..., 4)) in the layouts the ops must read: contiguous, rows of a
+    wider array, reversed, leading dimensions whose strides do not merge, 1-D, empty."""
+    base = odd_values(rng, (3, 5, 4), dtype)
+    wide = odd_values(rng, (2, 6, 9), dtype)
+    unmerged = odd_values(rng, (5, 3, 2, 4), dtype).transpose(1, 0, 2, 3)
+    return [("contiguous", base), ("rows", wide[..., 1:5]), ("reversed", base[::-1, ::-2]),
+            ("unmerged", unmerged), ("one", base[0, 0]), ("empty", base[:, :0]),
+            ("two-d", base[1])]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_kernel_box_convert_equals_cpu(kernels, poisoned_outputs, dtype):
+    rng = np.random.default_rng(31)
+    for name, host in box_layouts(rng, dtype):
+        for in_fmt in det.BOX_FORMATS:
+            for out_fmt in det.BOX_FORMATS:
+                with np.errstate(all="ignore"):
+                    ref = cpu.box_convert(host, in_fmt, out_fmt)
+                got = kernels.get(det.box_convert(kernels.put(host), in_fmt, out_fmt))
+                assert got.dtype == ref.dtype and got.shape == ref.shape, (name, in_fmt, out_fmt)
+                np.testing.assert_array_equal(got, ref, err_msg=f"{name} {in_fmt}->{out_fmt}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_kernel_clip_boxes_equals_cpu(kernels, poisoned_outputs, dtype):
+    rng = np.random.default_rng(32)
+    for name, host in box_layouts(rng, dtype):
+        # (1, 1): most values clip; 70000: past float16's range, an infinite bound there
+        for size in [(20, 30), (1, 1), (70000, 70000)]:
+            with np.errstate(over="ignore"):
+                ref = cpu.clip_boxes(host, size)
+            got = kernels.get(det.clip_boxes(kernels.put(host), size))
+            assert got.dtype == ref.dtype and got.shape == ref.shape, name
+            np.testing.assert_array_equal(got, ref, err_msg=f"{name} {size}")
+
+
+@pytest.mark.parametrize("dtypes", [(np.float32, np.float32), (np.float16, np.float32),
+                                    (np.float32, np.float16), (np.float16, np.float16)])
+def test_kernel_box_iou_equals_cpu(kernels, poisoned_outputs, dtypes):
+    """NaN / infinite / zero-size / inverted boxes, equal boxes (IoU 1), disjoint ones,
+    strided and reversed inputs, and empty sides."""
+    rng = np.random.default_rng(33)
+    a = odd_values(rng, (37, 6), dtypes[0], 0, 60)[:, 1:5]  # rows of a wider array
+    b = odd_values(rng, (53, 4), dtypes[1], 0, 60)[::-1]
+    b[5] = a[9]  # an equal pair (rows without special values)
+    a[9] = b[5]  # (exact again after a rounding to float16)
+    sides = [(a, b), (b[:1], a), (a[:0], b), (a, b[:0]), (a[:1], b[:1])]
+    for p, q in sides:
+        ref = cpu.box_iou(p, q)
+        got = kernels.get(det.box_iou(kernels.put(p), kernels.put(q)))
+        assert got.dtype == np.float32 and got.shape == (len(p), len(q))
+        np.testing.assert_array_equal(got, ref)
+    assert kernels.get(det.box_iou(kernels.put(a), kernels.put(b)))[9, 5] == 1.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_kernel_decoders_equal_cpu(kernels, poisoned_outputs, dtype):
+    """decode_boxes / decode_landmarks of contiguous, strided and 2-D heads; decode_yolo of
+    YOLOv5 rows and of YOLOv8's (B, 4 + C, N) output transposed to rows (a strided view)."""
+    rng = np.random.default_rng(34)
+    pri = det.prior_boxes((48, 64), [[16, 32], [48]], [8, 16])
+    P = len(pri)
+    heads = [rng.normal(0, 1, (2, P, 4)), rng.normal(0, 1, (2, P, 7))[..., 2:6], rng.normal(0, 1, (P, 4))]
+    for loc in (h.astype(dtype) for h in heads):
+        got = kernels.get(det.decode_boxes(kernels.put(loc), pri, (0.1, 0.25)))
+        ref = cpu.decode_anchors(loc, pri, (0.1, 0.25))
+        assert got.dtype == np.float32 and got.shape == ref.shape
+        assert_close(got, ref, atol=1e-6, reason="the platform's expf against NumPy's exp: last-place differences")
+    for pre in (rng.normal(0, 1, (2, P, 10)), rng.normal(0, 1, (2, P, 13))[..., 1:11], rng.normal(0, 1, (P, 2))):
+        pre = pre.astype(dtype)
+        got = kernels.get(det.decode_landmarks(kernels.put(pre), pri, (0.1, 0.2)))
+        ref = cpu.decode_landmarks(pre, pri, (0.1, 0.2))
+        assert got.dtype == np.float32 and got.shape == ref.shape
+        np.testing.assert_array_equal(got, ref)
+    v5 = odd_values(rng, (2, 31, 5 + 3), dtype, 0, 1)
+    v8 = odd_values(rng, (2, 4 + 3, 31), dtype, 0, 1).transpose(0, 2, 1)
+    for pred, obj in [(v5, True), (v5[0], True), (v8, False), (v5[:, :0], True)]:
+        got_b, got_s = (kernels.get(r) for r in det.decode_yolo(kernels.put(pred), objectness=obj))
+        ref_b, ref_s = cpu.decode_yolo(pred, obj)
+        assert got_b.dtype == got_s.dtype == np.float32
+        assert got_b.shape == ref_b.shape and got_s.shape == ref_s.shape
+        np.testing.assert_array_equal(got_b, ref_b)
+        np.testing.assert_array_equal(got_s, ref_s)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_gpu_box_ops_equal_torchvision(dtype):
+    """box_convert (every pair), clip_boxes and box_iou of torch CUDA tensors against
+    torchvision on the same tensors (finite boxes: torchvision's clamp keeps NaN where
+    NumPy's fmax drops it). torchvision's box_iou works in the boxes' dtype; ours in float32
+    (float16 boxes read exactly), so it is compared in float32."""
+    tv, torch = _torchvision()
+    rng = np.random.default_rng(35)
+    boxes = random_boxes(rng, 300, extent=200.0, sides=(0.0, 40.0), dtype=dtype)
+    t = _cuda(boxes)
+    for in_fmt in det.BOX_FORMATS:
+        for out_fmt in det.BOX_FORMATS:
+            got = det.box_convert(t, in_fmt, out_fmt)
+            assert isinstance(got, torch.Tensor) and got.device == t.device and got.dtype == t.dtype
+            ref = tv.ops.box_convert(t, in_fmt, out_fmt)
+            np.testing.assert_array_equal(got.cpu().numpy(), ref.cpu().numpy(), err_msg=f"{in_fmt}->{out_fmt}")
+    shifted = t - 100
+    np.testing.assert_array_equal(det.clip_boxes(shifted, (90, 120)).cpu().numpy(),
+                                  tv.ops.clip_boxes_to_image(shifted, (90, 120)).cpu().numpy())
+    if dtype == np.float32:
+        got = det.box_iou(t[:120], t[100:])
+        np.testing.assert_array_equal(got.cpu().numpy(), tv.ops.box_iou(t[:120], t[100:]).cpu().numpy())
+
+
 # --- roi_align (CI) ----------------------------------------------------------------------------------
 def test_cpu_roi_align_of_a_linear_ramp():
     # bilinear sampling of f(y, x) = x is exact inside: an aligned bin's mean is its center

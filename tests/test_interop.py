@@ -247,7 +247,10 @@ def _sync_free_cases():
     return [case for name, case in by_name.items() if name in {
         "resize", "resize_cubic", "normalize", "swap_rb", "to_gray", "preprocess", "preprocess_ragged",
         "random_affine", "nms_large", "multiclass_nms", "roi_align", "roi_align_list", "nms_empty", "box_iou",
-        "transform_points", "transform_points_perspective", "meta_to_original", "meta_to_network_list"}] + [
+        "transform_points", "transform_points_perspective", "meta_to_original", "meta_to_network_list",
+        "box_convert", "clip_boxes", "decode_boxes", "decode_landmarks", "decode_yolo"}] + [
+        ("decode_boxes_host_priors", by_name["decode_boxes"][1][:1],
+         lambda l: cupyprep.decode_boxes(l, by_name["decode_boxes"][1][1])),
         ("warp_affine_host_matrix", (imgs,), lambda x: cupyprep.warp_affine(x, rot, (40, 50))),
         ("warp_perspective_host_matrix", (imgs,),
          lambda x: cupyprep.warp_perspective(x, persp, (40, 50), interpolation="cubic")),

@@ -139,10 +139,10 @@ def best_class(scores):
 
 
 # --- box ops -------------------------------------------------------------------------------------
-def box_convert(boxes, in_fmt, out_fmt, xp=np):
-    """torchvision's box_convert arithmetic in the boxes' dtype (via xyxy). Element-wise
-    only, so the GPU side runs the same expression with ``xp=cupy``."""
-    b = xp.asarray(boxes)
+def box_convert(boxes, in_fmt, out_fmt):
+    """torchvision's box_convert arithmetic in the boxes' dtype (via xyxy); the
+    specification of kernels/boxes.cu's cupyprep_box_convert."""
+    b = np.asarray(boxes)
     dt = b.dtype
     h = dt.type(0.5)
     x, y, p, q = (b[..., i] for i in range(4))
@@ -159,53 +159,53 @@ def box_convert(boxes, in_fmt, out_fmt, xp=np):
             out = (x1, y1, x2 - x1, y2 - y1)
         else:
             out = ((x1 + x2) / dt.type(2), (y1 + y2) / dt.type(2), x2 - x1, y2 - y1)
-    return xp.stack(out, axis=-1).astype(dt)
+    return np.stack(out, axis=-1).astype(dt)
 
 
-def clip_boxes(boxes, size, xp=np):
-    """x to [0, width], y to [0, height] (``xp``: the array module, numpy or cupy)."""
-    b = xp.asarray(boxes)
+def clip_boxes(boxes, size):
+    """x to [0, width], y to [0, height]."""
+    b = np.asarray(boxes)
     H, W = size
-    hi = xp.asarray(np.array([W, H, W, H], b.dtype))
-    return xp.minimum(xp.maximum(b, b.dtype.type(0)), hi).astype(b.dtype, copy=False)
+    hi = np.array([W, H, W, H], b.dtype)
+    return np.minimum(np.maximum(b, b.dtype.type(0)), hi).astype(b.dtype, copy=False)
 
 
-def box_iou(boxes1, boxes2, xp=np):
+def box_iou(boxes1, boxes2):
     """(N, M) IoU in float32 (float16 boxes: inputs read exactly, arithmetic in float32)."""
-    a = xp.asarray(boxes1).astype(F32)
-    b = xp.asarray(boxes2).astype(F32)
+    a = np.asarray(boxes1).astype(F32)
+    b = np.asarray(boxes2).astype(F32)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
         area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-        w = xp.fmax(xp.fmin(a[:, None, 2], b[None, :, 2]) - xp.fmax(a[:, None, 0], b[None, :, 0]), F32(0))
-        h = xp.fmax(xp.fmin(a[:, None, 3], b[None, :, 3]) - xp.fmax(a[:, None, 1], b[None, :, 1]), F32(0))
+        w = np.fmax(np.fmin(a[:, None, 2], b[None, :, 2]) - np.fmax(a[:, None, 0], b[None, :, 0]), F32(0))
+        h = np.fmax(np.fmin(a[:, None, 3], b[None, :, 3]) - np.fmax(a[:, None, 1], b[None, :, 1]), F32(0))
         inter = w * h
         return (inter / ((area_a[:, None] + area_b[None, :]) - inter)).astype(F32, copy=False)
 
 
 # --- decoders ------------------------------------------------------------------------------------
-def decode_anchors(loc, priors, variances, xp=np):
+def decode_anchors(loc, priors, variances):
     """SSD / RetinaFace: ``loc`` (..., P, 4) offsets against ``priors`` (P, 4) cxcywh ->
     xyxy in the priors' units, float32, in this operation order on either side."""
     v0, v1 = F32(variances[0]), F32(variances[1])
-    l = xp.asarray(loc).astype(F32)
-    p = xp.asarray(priors).astype(F32, copy=False)
+    l = np.asarray(loc).astype(F32)
+    p = np.asarray(priors).astype(F32, copy=False)
     with np.errstate(over="ignore", invalid="ignore"):
         cx = p[:, 0] + (l[..., 0] * v0) * p[:, 2]
         cy = p[:, 1] + (l[..., 1] * v0) * p[:, 3]
-        w = p[:, 2] * xp.exp(l[..., 2] * v1)
-        h = p[:, 3] * xp.exp(l[..., 3] * v1)
+        w = p[:, 2] * np.exp(l[..., 2] * v1)
+        h = p[:, 3] * np.exp(l[..., 3] * v1)
         x1 = cx - w / F32(2)
         y1 = cy - h / F32(2)
-        return xp.stack([x1, y1, x1 + w, y1 + h], axis=-1)
+        return np.stack([x1, y1, x1 + w, y1 + h], axis=-1)
 
 
-def decode_landmarks(pre, priors, variances, xp=np):
+def decode_landmarks(pre, priors, variances):
     """RetinaFace landmarks: ``pre`` (..., P, 2L) -> points (..., P, L, 2) in the priors'
     units, float32."""
     v0 = F32(variances[0])
-    l = xp.asarray(pre).astype(F32)
-    p = xp.asarray(priors).astype(F32, copy=False)
+    l = np.asarray(pre).astype(F32)
+    p = np.asarray(priors).astype(F32, copy=False)
     pts = l.reshape(l.shape[:-1] + (-1, 2))
     with np.errstate(over="ignore", invalid="ignore"):
         return p[:, None, :2] + (pts * v0) * p[:, None, 2:]
@@ -225,17 +225,17 @@ def encode_anchors(boxes, priors, variances):
                      np.log(h / p[:, 3]) / variances[1]], axis=-1).astype(F32)
 
 
-def decode_yolo(pred, objectness, xp=np):
+def decode_yolo(pred, objectness):
     """YOLO rows (cx, cy, w, h, [obj,] class scores...) -> xyxy boxes and per-class scores
     (obj * class score when ``objectness``), float32 and contiguous."""
-    x = xp.asarray(pred).astype(F32)
+    x = np.asarray(pred).astype(F32)
     cx, cy, w, h = x[..., 0], x[..., 1], x[..., 2], x[..., 3]
     hw, hh = w * F32(0.5), h * F32(0.5)
-    boxes = xp.stack([cx - hw, cy - hh, cx + hw, cy + hh], axis=-1)
+    boxes = np.stack([cx - hw, cy - hh, cx + hw, cy + hh], axis=-1)
     if objectness:
         scores = x[..., 5:] * x[..., 4:5]
     else:
-        scores = xp.ascontiguousarray(x[..., 4:])
+        scores = np.ascontiguousarray(x[..., 4:])
     return boxes, scores
 
 
