@@ -649,7 +649,8 @@ def box_convert(boxes, in_fmt, out_fmt):
     Convention
     ----------
     ``xywh``: top-left corner and size; ``cxcywh``: center and size. Conversions go
-    through xyxy in the boxes' dtype: ``x1 = cx - 0.5 * w``, ``cx = (x1 + x2) / 2``.
+    through xyxy in the boxes' dtype: ``x1 = cx - 0.5 * w``, ``cx = (x1 + x2) / 2``; the
+    same format in and out gives a copy (as torchvision's).
 
     Example
     -------
@@ -673,11 +674,17 @@ def _launch_rows(expr, arr, name, args, per_row=1):
     (A, P, K) array: a view where the leading dimensions' strides merge (a contiguous copy
     where they do not). ``args(view, A, P, strides)`` gives the launch arguments; the grid
     covers ``A * P * per_row`` items."""
-    P = arr.shape[-2] if arr.ndim >= 2 else 1
-    A = math.prod(arr.shape[:-2])
-    view = arr.reshape(A, P, arr.shape[-1])
-    strides = _arrays.element_strides(view, name)
+    view, strides = _rows_view(arr, name)
+    A, P = view.shape[:2]
     launch_1d(_kernels.get_function("boxes.cu", expr), A * P * per_row, args(view, A, P, strides))
+
+
+def _rows_view(arr, name):
+    """``(view, element strides)``: ``arr`` (..., P, K) as (A, P, K), a view where the
+    leading dimensions' strides merge (a contiguous copy where they do not)."""
+    P = arr.shape[-2] if arr.ndim >= 2 else 1
+    view = arr.reshape(math.prod(arr.shape[:-2]), P, arr.shape[-1])
+    return view, _arrays.element_strides(view, name)
 
 
 _i64 = np.int64
@@ -909,13 +916,19 @@ def decode_yolo(pred, *, objectness=True):
     if not call.device:
         bx, sc = cpu.decode_yolo(arr, objectness)
         return call.result(bx), call.result(sc)
-    C = arr.shape[-1] - extra
+    K = arr.shape[-1]
+    C = K - extra
     with call.launch():
         boxes_native, boxes_out = call.output(None, arr.shape[:-1] + (4,), np.float32)
         scores_native, scores_out = call.output(None, arr.shape[:-1] + (C,), np.float32)
-        _launch_rows(f"cupyprep_decode_yolo<{_t(arr.dtype)}, {_b(objectness)}>", arr, "pred",
-                     lambda w, A, N, s: (w, _i64(N), _i64(C), *map(_i64, s), boxes_out, scores_out,
-                                         _i64(A * N * (4 + C))), per_row=4 + C)
+        rows = _rows_view(arr, "pred")
+        A, N = rows[0].shape[:2]
+        if A * N:
+            s = rows[1]
+            fn = _kernels.get_function("boxes.cu", f"cupyprep_decode_yolo<{_t(arr.dtype)}, {_b(objectness)}>")
+            fn(((N + 31) // 32, (K + 31) // 32, min(A, 65535)), (32, 8),
+               (rows[0], _i64(A), _i64(N), _i64(C), *map(_i64, s), np.int32(abs(s[1]) <= abs(s[2])),
+                boxes_out, scores_out))
     return boxes_native, scores_native
 
 

@@ -31,13 +31,19 @@ __device__ __forceinline__ cp::i64 row_offset(cp::i64 r, cp::i64 P, cp::i64 s_a,
 }  // namespace
 
 // box_convert: IN / OUT 0 xyxy, 1 xywh, 2 cxcywh; through xyxy, in the boxes' dtype:
-// x1 = cx - 0.5 * w, x2 = x + w, cx = (x1 + x2) / 2, w = x2 - x1.
+// x1 = cx - 0.5 * w, x2 = x + w, cx = (x1 + x2) / 2, w = x2 - x1; IN == OUT copies.
 template <typename T, int IN, int OUT>
 __global__ void cupyprep_box_convert(const T* __restrict__ src, cp::i64 P, cp::i64 s_a, cp::i64 s_p,
                                      cp::i64 s_k, T* __restrict__ dst, cp::i64 rows) {
     const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
     for (cp::i64 r = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += stride) {
         const T* p = src + row_offset(r, P, s_a, s_p);
+        T* q = dst + 4 * r;
+        if (IN == OUT) {  // a copy, as torchvision's
+#pragma unroll
+            for (int k = 0; k < 4; ++k) q[k] = p[k * s_k];
+            continue;
+        }
         const float a = cp::to_float(p[0]), b = cp::to_float(p[s_k]);
         const float c = cp::to_float(p[2 * s_k]), d = cp::to_float(p[3 * s_k]);
         float x1, y1, x2, y2;
@@ -63,7 +69,6 @@ __global__ void cupyprep_box_convert(const T* __restrict__ src, cp::i64 P, cp::i
             }
             o[2] = w, o[3] = h;
         }
-        T* q = dst + 4 * r;
 #pragma unroll
         for (int k = 0; k < 4; ++k) q[k] = cp::from_float<T>(o[k]);
     }
@@ -156,24 +161,52 @@ __global__ void cupyprep_decode_landmarks(const T* __restrict__ pre, cp::i64 P, 
 
 // decode_yolo: rows (A, N, K) of (cx, cy, w, h, [obj,] classes...) -> boxes (A, N, 4) xyxy
 // and scores (A, N, C) float32, C = K - 4 - OBJ: x1 = cx - w * 0.5, x2 = cx + w * 0.5;
-// scores cls * obj (OBJ) or cls. One thread per output value of a row's 4 + C.
+// scores cls * obj (OBJ) or cls.
+//
+// YOLOv8's output is (A, K, N), so its rows are a transposed view (a value's neighbours
+// along the row are N apart) while the scores are written along the row: each block
+// transposes a tile of 32 rows x 32 columns through shared memory, reading it along
+// whichever of the two strides is smaller (ROWS_FAST: along the rows) and writing along
+// the row. Grid: x 32-row tiles, y 32-column tiles (the boxes come from tile 0), z images.
+namespace {
+constexpr int kTile = 32, kTileRows = 8;  // blockDim (32, 8)
+}
+
 template <typename T, bool OBJ>
-__global__ void cupyprep_decode_yolo(const T* __restrict__ pred, cp::i64 N, cp::i64 C, cp::i64 s_a,
-                                     cp::i64 s_n, cp::i64 s_k, float* __restrict__ boxes,
-                                     float* __restrict__ scores, cp::i64 total) {
-    const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
-    const cp::i64 per_row = 4 + C;
-    for (cp::i64 t = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride) {
-        const cp::i64 r = t / per_row, k = t - r * per_row;
-        const T* p = pred + row_offset(r, N, s_a, s_n);
-        if (k < 4) {
-            const float c = cp::to_float(p[(k & 1) * s_k]);
-            const float half = __fmul_rn(cp::to_float(p[(2 + (k & 1)) * s_k]), 0.5f);
-            boxes[4 * r + k] = k < 2 ? __fsub_rn(c, half) : __fadd_rn(c, half);
-        } else {
-            const cp::i64 c = k - 4;
-            const float v = cp::to_float(p[(4 + OBJ + c) * s_k]);
-            scores[r * C + c] = OBJ ? __fmul_rn(v, cp::to_float(p[4 * s_k])) : v;
+__global__ void cupyprep_decode_yolo(const T* __restrict__ pred, cp::i64 A, cp::i64 N, cp::i64 C,
+                                     cp::i64 s_a, cp::i64 s_n, cp::i64 s_k, int rows_fast,
+                                     float* __restrict__ boxes, float* __restrict__ scores) {
+    __shared__ float tile[kTile][kTile + 1];  // [row][column]
+    __shared__ float obj[kTile];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const cp::i64 K = 4 + OBJ + C;
+    const cp::i64 n0 = (cp::i64)blockIdx.x * kTile, k0 = (cp::i64)blockIdx.y * kTile;
+    for (cp::i64 a = blockIdx.z; a < A; a += gridDim.z) {
+        const T* img = pred + a * s_a;
+        for (int j = ty; j < kTile; j += kTileRows) {
+            const int ri = rows_fast ? tx : j, ki = rows_fast ? j : tx;
+            const cp::i64 n = n0 + ri, k = k0 + ki;
+            if (n < N && k < K) tile[ri][ki] = cp::to_float(img[n * s_n + k * s_k]);
         }
+        if (OBJ && ty == 0 && n0 + tx < N) obj[tx] = cp::to_float(img[(n0 + tx) * s_n + 4 * s_k]);
+        __syncthreads();
+        const cp::i64 row0 = a * N + n0;  // the tile's first row in the outputs
+        if (blockIdx.y == 0) {  // the tile's boxes: 32 rows x 4 values, written in order
+            const int lid = ty * kTile + tx;
+            if (lid < 4 * kTile && n0 + lid / 4 < N) {
+                const int ri = lid / 4, q = lid % 4;
+                const float c = tile[ri][q & 1];
+                const float half = __fmul_rn(tile[ri][2 + (q & 1)], 0.5f);
+                boxes[4 * row0 + lid] = q < 2 ? __fsub_rn(c, half) : __fadd_rn(c, half);
+            }
+        }
+        const cp::i64 c = k0 + tx - 4 - OBJ;  // this lane's class
+        if (c >= 0 && c < C) {
+            for (int ri = ty; ri < kTile && n0 + ri < N; ri += kTileRows) {
+                const float v = tile[ri][tx];
+                scores[(row0 + ri) * C + c] = OBJ ? __fmul_rn(v, obj[ri]) : v;
+            }
+        }
+        __syncthreads();  // the tile is read before the next image's loads
     }
 }

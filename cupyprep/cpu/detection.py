@@ -143,6 +143,8 @@ def box_convert(boxes, in_fmt, out_fmt):
     """torchvision's box_convert arithmetic in the boxes' dtype (via xyxy); the
     specification of kernels/boxes.cu's cupyprep_box_convert."""
     b = np.asarray(boxes)
+    if in_fmt == out_fmt:  # torchvision returns a copy (no round trip through xyxy)
+        return b.copy()
     dt = b.dtype
     h = dt.type(0.5)
     x, y, p, q = (b[..., i] for i in range(4))
