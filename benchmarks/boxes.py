@@ -5,7 +5,8 @@ eager column, which counts the host's time per call, is the one that matters):
 - box_iou of 1000 x 1000 boxes (torchvision.ops.box_iou);
 - box_convert cxcywh -> xyxy of 8 x 8400 boxes (torchvision.ops.box_convert);
 - decode_yolo of YOLOv8's 8 x 84 x 8400 output, transposed to rows (torch: slices, two
-  products, a concatenation, and the scores made contiguous);
+  products, a concatenation, and the scores made contiguous), and of YOLOv5's rows
+  8 x 8400 x 85 with objectness (torch: the same, scores times objectness);
 - decode_boxes of RetinaFace at 640 x 640 (8 x 16800 anchors; torch: the same formula).
 """
 from __future__ import annotations
@@ -53,6 +54,18 @@ def run(bench):
     bench.record("BOX decode_yolo 8x8400x84", "cupyprep decode_yolo",
                  lambda i: cupyprep.decode_yolo(heads[i].transpose(1, 2), objectness=False), 4, yolo_bytes)
     bench.record("BOX decode_yolo 8x8400x84", "torch ops", torch_yolo, 4, yolo_bytes, baseline=True)
+
+    rows = [torch.rand((B, N, 5 + C), generator=g, device="cuda") for _ in sets]
+    v5_bytes = B * N * (5 + C) * 4 + B * N * (4 + C) * 4
+
+    def torch_yolo_v5(i):
+        p = rows[i]
+        xy, half = p[..., :2], p[..., 2:4] * 0.5
+        return torch.cat([xy - half, xy + half], dim=-1), p[..., 5:] * p[..., 4:5]
+
+    bench.record("BOX decode_yolo 8x8400x85 rows", "cupyprep decode_yolo",
+                 lambda i: cupyprep.decode_yolo(rows[i]), 4, v5_bytes)
+    bench.record("BOX decode_yolo 8x8400x85 rows", "torch ops", torch_yolo_v5, 4, v5_bytes, baseline=True)
 
     priors = torch.from_numpy(cupyprep.prior_boxes((640, 640), [[16, 32], [64, 128], [256, 512]],
                                                    [8, 16, 32])).cuda()

@@ -688,6 +688,7 @@ def _rows_view(arr, name):
 
 
 _i64 = np.int64
+_YOLO_ROWS = 128  # kernels/boxes.cu kYoloRows: rows of a decode_yolo tile
 
 
 def clip_boxes(boxes, size):
@@ -926,7 +927,7 @@ def decode_yolo(pred, *, objectness=True):
         if A * N:
             s = rows[1]
             fn = _kernels.get_function("boxes.cu", f"cupyprep_decode_yolo<{_t(arr.dtype)}, {_b(objectness)}>")
-            fn(((N + 31) // 32, (K + 31) // 32, min(A, 65535)), (32, 8),
+            fn((-(-N // _YOLO_ROWS), -(-K // 32), min(A, 65535)), (256,),
                (rows[0], _i64(A), _i64(N), _i64(C), *map(_i64, s), np.int32(abs(s[1]) <= abs(s[2])),
                 boxes_out, scores_out))
     return boxes_native, scores_native

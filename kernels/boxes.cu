@@ -164,49 +164,56 @@ __global__ void cupyprep_decode_landmarks(const T* __restrict__ pre, cp::i64 P, 
 // scores cls * obj (OBJ) or cls.
 //
 // YOLOv8's output is (A, K, N), so its rows are a transposed view (a value's neighbours
-// along the row are N apart) while the scores are written along the row: each block
-// transposes a tile of 32 rows x 32 columns through shared memory, reading it along
-// whichever of the two strides is smaller (ROWS_FAST: along the rows) and writing along
-// the row. Grid: x 32-row tiles, y 32-column tiles (the boxes come from tile 0), z images.
+// along the row are N apart) while the scores are written along the row. Blocks work on
+// tiles of kYoloRows rows x 32 columns: with rows_fast (the row stride the smaller) a tile
+// is read along the rows into shared memory and written from there along the row; rows
+// already contiguous along the row (YOLOv5's (A, N, K)) are read and written directly.
+// Grid: x row tiles, y 32-column tiles (the boxes come from tile 0), z images; blockDim 256.
 namespace {
-constexpr int kTile = 32, kTileRows = 8;  // blockDim (32, 8)
+constexpr int kYoloRows = 128, kYoloCols = 32, kYoloThreads = 256;
 }
 
 template <typename T, bool OBJ>
 __global__ void cupyprep_decode_yolo(const T* __restrict__ pred, cp::i64 A, cp::i64 N, cp::i64 C,
                                      cp::i64 s_a, cp::i64 s_n, cp::i64 s_k, int rows_fast,
                                      float* __restrict__ boxes, float* __restrict__ scores) {
-    __shared__ float tile[kTile][kTile + 1];  // [row][column]
-    __shared__ float obj[kTile];
-    const int tx = threadIdx.x, ty = threadIdx.y;
+    __shared__ float tile[kYoloRows][kYoloCols + 1];  // [row][column]
+    const int lid = threadIdx.x;
     const cp::i64 K = 4 + OBJ + C;
-    const cp::i64 n0 = (cp::i64)blockIdx.x * kTile, k0 = (cp::i64)blockIdx.y * kTile;
+    const cp::i64 n0 = (cp::i64)blockIdx.x * kYoloRows, k0 = (cp::i64)blockIdx.y * kYoloCols;
     for (cp::i64 a = blockIdx.z; a < A; a += gridDim.z) {
         const T* img = pred + a * s_a;
-        for (int j = ty; j < kTile; j += kTileRows) {
-            const int ri = rows_fast ? tx : j, ki = rows_fast ? j : tx;
-            const cp::i64 n = n0 + ri, k = k0 + ki;
-            if (n < N && k < K) tile[ri][ki] = cp::to_float(img[n * s_n + k * s_k]);
+        // value (ri, ki) of the tile: from shared memory, or read where it is
+        auto at = [&](int ri, cp::i64 k) -> float {
+            return rows_fast && k >= k0 ? tile[ri][k - k0] : cp::to_float(img[(n0 + ri) * s_n + k * s_k]);
+        };
+        if (rows_fast) {
+#pragma unroll
+            for (int u = lid; u < kYoloRows * kYoloCols; u += kYoloThreads) {
+                const int ri = u % kYoloRows, ki = u / kYoloRows;
+                const cp::i64 n = n0 + ri, k = k0 + ki;
+                if (n < N && k < K) tile[ri][ki] = cp::to_float(img[n * s_n + k * s_k]);
+            }
+            __syncthreads();
         }
-        if (OBJ && ty == 0 && n0 + tx < N) obj[tx] = cp::to_float(img[(n0 + tx) * s_n + 4 * s_k]);
-        __syncthreads();
         const cp::i64 row0 = a * N + n0;  // the tile's first row in the outputs
-        if (blockIdx.y == 0) {  // the tile's boxes: 32 rows x 4 values, written in order
-            const int lid = ty * kTile + tx;
-            if (lid < 4 * kTile && n0 + lid / 4 < N) {
-                const int ri = lid / 4, q = lid % 4;
-                const float c = tile[ri][q & 1];
-                const float half = __fmul_rn(tile[ri][2 + (q & 1)], 0.5f);
-                boxes[4 * row0 + lid] = q < 2 ? __fsub_rn(c, half) : __fadd_rn(c, half);
+        if (blockIdx.y == 0) {  // the tile's boxes: 4 values a row, written in order
+            for (int u = lid; u < 4 * kYoloRows && n0 + u / 4 < N; u += kYoloThreads) {
+                const int ri = u / 4, q = u % 4;
+                const float c = at(ri, q & 1);
+                const float half = __fmul_rn(at(ri, 2 + (q & 1)), 0.5f);
+                boxes[4 * row0 + u] = q < 2 ? __fsub_rn(c, half) : __fadd_rn(c, half);
             }
         }
-        const cp::i64 c = k0 + tx - 4 - OBJ;  // this lane's class
-        if (c >= 0 && c < C) {
-            for (int ri = ty; ri < kTile && n0 + ri < N; ri += kTileRows) {
-                const float v = tile[ri][tx];
-                scores[(row0 + ri) * C + c] = OBJ ? __fmul_rn(v, obj[ri]) : v;
+#pragma unroll
+        for (int u = lid; u < kYoloRows * kYoloCols; u += kYoloThreads) {
+            const int ri = u / kYoloCols;
+            const cp::i64 k = k0 + u % kYoloCols, c = k - 4 - OBJ;  // this column's class
+            if (c >= 0 && c < C && n0 + ri < N) {
+                const float v = at(ri, k);
+                scores[(row0 + ri) * C + c] = OBJ ? __fmul_rn(v, at(ri, 4)) : v;
             }
         }
-        __syncthreads();  // the tile is read before the next image's loads
+        if (rows_fast) __syncthreads();  // the tile is read before the next image's loads
     }
 }

@@ -359,11 +359,11 @@ def test_kernel_decoders_equal_cpu(kernels, poisoned_outputs, dtype):
         ref = cpu.decode_landmarks(pre, pri, (0.1, 0.2))
         assert got.dtype == np.float32 and got.shape == ref.shape
         np.testing.assert_array_equal(got, ref)
-    # rows and columns below, at and past the kernel's 32 x 32 tiles, read along either stride
+    # rows and columns below, at and past the kernel's 128 x 32 tiles, read along either stride
     v5 = odd_values(rng, (2, 31, 5 + 3), dtype, 0, 1)
     v8 = odd_values(rng, (2, 4 + 3, 31), dtype, 0, 1).transpose(0, 2, 1)
-    big5 = odd_values(rng, (3, 70, 5 + 60), dtype, 0, 1)
-    big8 = odd_values(rng, (2, 4 + 28, 65), dtype, 0, 1).transpose(0, 2, 1)
+    big5 = odd_values(rng, (3, 150, 5 + 60), dtype, 0, 1)
+    big8 = odd_values(rng, (2, 4 + 28, 140), dtype, 0, 1).transpose(0, 2, 1)
     cases = [(v5, True), (v5[0], True), (v8, False), (v5[:, :0], True), (big5, True), (big5[:, ::-1], False),
              (big8, False), (big8, True), (big8[:, :32], False)]
     for pred, obj in cases:
