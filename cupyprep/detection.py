@@ -85,7 +85,7 @@ def _boxes_variants():
         out += [f"cupyprep_box_convert<{_t(t)}, {i}, {o}>" for i in range(3) for o in range(3)]
         out += [f"cupyprep_box_iou<{_t(t)}, {_t(u)}>" for u in BOX_DTYPES]
         out += [f"cupyprep_{op}<{_t(t)}>" for op in ("clip_boxes", "decode_boxes", "decode_landmarks")]
-        out += [f"cupyprep_decode_yolo<{_t(t)}, {_b(obj)}>" for obj in (False, True)]
+        out += [f"cupyprep_decode_yolo_{k}<{_t(t)}, {_b(obj)}>" for k in ("rows", "tiles") for obj in (False, True)]
     return out
 
 
@@ -922,14 +922,17 @@ def decode_yolo(pred, *, objectness=True):
     with call.launch():
         boxes_native, boxes_out = call.output(None, arr.shape[:-1] + (4,), np.float32)
         scores_native, scores_out = call.output(None, arr.shape[:-1] + (C,), np.float32)
-        rows = _rows_view(arr, "pred")
-        A, N = rows[0].shape[:2]
-        if A * N:
-            s = rows[1]
-            fn = _kernels.get_function("boxes.cu", f"cupyprep_decode_yolo<{_t(arr.dtype)}, {_b(objectness)}>")
-            fn((-(-N // _YOLO_ROWS), -(-K // 32), min(A, 65535)), (256,),
-               (rows[0], _i64(A), _i64(N), _i64(C), *map(_i64, s), np.int32(abs(s[1]) <= abs(s[2])),
-                boxes_out, scores_out))
+        view, s = _rows_view(arr, "pred")
+        A, N = view.shape[:2]
+        variant = f"<{_t(arr.dtype)}, {_b(objectness)}>"
+        if abs(s[1]) < abs(s[2]):  # rows transposed (YOLOv8): tiles through shared memory
+            if A * N:
+                fn = _kernels.get_function("boxes.cu", "cupyprep_decode_yolo_tiles" + variant)
+                fn((-(-N // _YOLO_ROWS), -(-K // 32), min(A, 65535)), (256,),
+                   (view, _i64(A), _i64(N), _i64(C), *map(_i64, s), boxes_out, scores_out))
+        else:  # a warp per row
+            launch_1d(_kernels.get_function("boxes.cu", "cupyprep_decode_yolo_rows" + variant), 32 * A * N,
+                      (view, _i64(N), _i64(C), *map(_i64, s), boxes_out, scores_out, _i64(A * N)))
     return boxes_native, scores_native
 
 

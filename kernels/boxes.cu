@@ -161,59 +161,83 @@ __global__ void cupyprep_decode_landmarks(const T* __restrict__ pre, cp::i64 P, 
 
 // decode_yolo: rows (A, N, K) of (cx, cy, w, h, [obj,] classes...) -> boxes (A, N, 4) xyxy
 // and scores (A, N, C) float32, C = K - 4 - OBJ: x1 = cx - w * 0.5, x2 = cx + w * 0.5;
-// scores cls * obj (OBJ) or cls.
+// scores cls * obj (OBJ) or cls. Two kernels, by the input's layout.
 //
+// Rows already contiguous along the row (YOLOv5's (A, N, K)): one warp per row, its lanes
+// along the row (both the reads and the writes of a warp are consecutive).
+template <typename T, bool OBJ>
+__global__ void cupyprep_decode_yolo_rows(const T* __restrict__ pred, cp::i64 N, cp::i64 C,
+                                          cp::i64 s_a, cp::i64 s_n, cp::i64 s_k,
+                                          float* __restrict__ boxes, float* __restrict__ scores,
+                                          cp::i64 rows) {
+    const int lane = threadIdx.x & 31;
+    const cp::i64 warps = ((cp::i64)blockDim.x * gridDim.x) >> 5;
+    for (cp::i64 r = ((cp::i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
+        const T* p = pred + row_offset(r, N, s_a, s_n);
+        if (lane < 4) {
+            const float c = cp::to_float(p[(lane & 1) * s_k]);
+            const float half = __fmul_rn(cp::to_float(p[(2 + (lane & 1)) * s_k]), 0.5f);
+            boxes[4 * r + lane] = lane < 2 ? __fsub_rn(c, half) : __fadd_rn(c, half);
+        }
+        const float obj = OBJ ? cp::to_float(p[4 * s_k]) : 1.0f;
+        const T* cls = p + (4 + OBJ) * s_k;
+        float* q = scores + r * C;
+        for (cp::i64 c = lane; c < C; c += 32) {
+            const float v = cp::to_float(cls[c * s_k]);
+            q[c] = OBJ ? __fmul_rn(v, obj) : v;
+        }
+    }
+}
+
 // YOLOv8's output is (A, K, N), so its rows are a transposed view (a value's neighbours
-// along the row are N apart) while the scores are written along the row. Blocks work on
-// tiles of kYoloRows rows x 32 columns: with rows_fast (the row stride the smaller) a tile
-// is read along the rows into shared memory and written from there along the row; rows
-// already contiguous along the row (YOLOv5's (A, N, K)) are read and written directly.
-// Grid: x row tiles, y 32-column tiles (the boxes come from tile 0), z images; blockDim 256.
+// along the row are N apart) while the scores are written along the row: each block
+// transposes a tile of kYoloRows rows x 32 columns through shared memory, read along the
+// rows and written along the row. Grid: x row tiles, y 32-column tiles (the boxes come
+// from tile 0), z images; blockDim 256.
 namespace {
 constexpr int kYoloRows = 128, kYoloCols = 32, kYoloThreads = 256;
 }
 
 template <typename T, bool OBJ>
-__global__ void cupyprep_decode_yolo(const T* __restrict__ pred, cp::i64 A, cp::i64 N, cp::i64 C,
-                                     cp::i64 s_a, cp::i64 s_n, cp::i64 s_k, int rows_fast,
-                                     float* __restrict__ boxes, float* __restrict__ scores) {
+__global__ void cupyprep_decode_yolo_tiles(const T* __restrict__ pred, cp::i64 A, cp::i64 N,
+                                           cp::i64 C, cp::i64 s_a, cp::i64 s_n, cp::i64 s_k,
+                                           float* __restrict__ boxes, float* __restrict__ scores) {
     __shared__ float tile[kYoloRows][kYoloCols + 1];  // [row][column]
+    __shared__ float obj[kYoloRows];
     const int lid = threadIdx.x;
     const cp::i64 K = 4 + OBJ + C;
     const cp::i64 n0 = (cp::i64)blockIdx.x * kYoloRows, k0 = (cp::i64)blockIdx.y * kYoloCols;
     for (cp::i64 a = blockIdx.z; a < A; a += gridDim.z) {
         const T* img = pred + a * s_a;
-        // value (ri, ki) of the tile: from shared memory, or read where it is
-        auto at = [&](int ri, cp::i64 k) -> float {
-            return rows_fast && k >= k0 ? tile[ri][k - k0] : cp::to_float(img[(n0 + ri) * s_n + k * s_k]);
-        };
-        if (rows_fast) {
 #pragma unroll
-            for (int u = lid; u < kYoloRows * kYoloCols; u += kYoloThreads) {
-                const int ri = u % kYoloRows, ki = u / kYoloRows;
-                const cp::i64 n = n0 + ri, k = k0 + ki;
-                if (n < N && k < K) tile[ri][ki] = cp::to_float(img[n * s_n + k * s_k]);
-            }
-            __syncthreads();
+        for (int u = lid; u < kYoloRows * kYoloCols; u += kYoloThreads) {
+            const int ri = u % kYoloRows, ki = u / kYoloRows;
+            const cp::i64 n = n0 + ri, k = k0 + ki;
+            if (n < N && k < K) tile[ri][ki] = cp::to_float(img[n * s_n + k * s_k]);
         }
+        if (OBJ) {
+            for (int u = lid; u < kYoloRows && n0 + u < N; u += kYoloThreads)
+                obj[u] = cp::to_float(img[(n0 + u) * s_n + 4 * s_k]);
+        }
+        __syncthreads();
         const cp::i64 row0 = a * N + n0;  // the tile's first row in the outputs
         if (blockIdx.y == 0) {  // the tile's boxes: 4 values a row, written in order
             for (int u = lid; u < 4 * kYoloRows && n0 + u / 4 < N; u += kYoloThreads) {
                 const int ri = u / 4, q = u % 4;
-                const float c = at(ri, q & 1);
-                const float half = __fmul_rn(at(ri, 2 + (q & 1)), 0.5f);
+                const float c = tile[ri][q & 1];
+                const float half = __fmul_rn(tile[ri][2 + (q & 1)], 0.5f);
                 boxes[4 * row0 + u] = q < 2 ? __fsub_rn(c, half) : __fadd_rn(c, half);
             }
         }
 #pragma unroll
         for (int u = lid; u < kYoloRows * kYoloCols; u += kYoloThreads) {
-            const int ri = u / kYoloCols;
-            const cp::i64 k = k0 + u % kYoloCols, c = k - 4 - OBJ;  // this column's class
+            const int ri = u / kYoloCols, ci = u % kYoloCols;
+            const cp::i64 c = k0 + ci - 4 - OBJ;  // the class of this column
             if (c >= 0 && c < C && n0 + ri < N) {
-                const float v = at(ri, k);
-                scores[(row0 + ri) * C + c] = OBJ ? __fmul_rn(v, at(ri, 4)) : v;
+                const float v = tile[ri][ci];
+                scores[(row0 + ri) * C + c] = OBJ ? __fmul_rn(v, obj[ri]) : v;
             }
         }
-        if (rows_fast) __syncthreads();  // the tile is read before the next image's loads
+        __syncthreads();  // the tile is read before the next image's loads
     }
 }
