@@ -881,9 +881,9 @@ def decode_landmarks(pre, priors, variances=(0.1, 0.2)):
 
 
 def _device_priors(call, priors):
-    """The decoders' priors as a contiguous float32 array on the call's device (host
-    priors are uploaded on the launch stream; device ones are used where they are when
-    already so)."""
+    """The decoders' priors as a contiguous float32 array on the call's device: host
+    priors are uploaded on the launch stream; device priors that are contiguous float32
+    already are used as they are."""
     xp = call.xp
     return xp.ascontiguousarray(xp.asarray(priors, dtype=np.float32))
 
