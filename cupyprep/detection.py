@@ -664,27 +664,24 @@ def box_convert(boxes, in_fmt, out_fmt):
     with call.launch():
         native, out = call.output(None, arr.shape, arr.dtype)
         codes = BOX_FORMATS.index(in_fmt), BOX_FORMATS.index(out_fmt)
-        _launch_rows(f"cupyprep_box_convert<{_t(arr.dtype)}, {codes[0]}, {codes[1]}>", arr, "boxes",
-                     lambda v, A, P, s: (v, _i64(P), *map(_i64, s), out, _i64(A * P)))
+        view, A, P, st = _rows(arr, "boxes")
+        launch_1d(_boxes_fn(f"cupyprep_box_convert<{_t(arr.dtype)}, {codes[0]}, {codes[1]}>"), A * P,
+                  (view, _i64(P), *st, out, _i64(A * P)))
     return native
 
 
-def _launch_rows(expr, arr, name, args, per_row=1):
-    """Launch the boxes.cu kernel ``expr`` over the rows of ``arr`` (..., P, K), read as an
-    (A, P, K) array: a view where the leading dimensions' strides merge (a contiguous copy
-    where they do not). ``args(view, A, P, strides)`` gives the launch arguments; the grid
-    covers ``A * P * per_row`` items."""
-    view, strides = _rows_view(arr, name)
-    A, P = view.shape[:2]
-    launch_1d(_kernels.get_function("boxes.cu", expr), A * P * per_row, args(view, A, P, strides))
-
-
-def _rows_view(arr, name):
-    """``(view, element strides)``: ``arr`` (..., P, K) as (A, P, K), a view where the
-    leading dimensions' strides merge (a contiguous copy where they do not)."""
+def _rows(arr, name):
+    """``(view, A, P, strides)``: ``arr`` (..., P, K) as the (A, P, K) array the boxes.cu
+    kernels read (a view where the leading dimensions' strides merge, a contiguous copy
+    where they do not), and its element strides as int64 kernel arguments."""
     P = arr.shape[-2] if arr.ndim >= 2 else 1
-    view = arr.reshape(math.prod(arr.shape[:-2]), P, arr.shape[-1])
-    return view, _arrays.element_strides(view, name)
+    A = math.prod(arr.shape[:-2])
+    view = arr.reshape(A, P, arr.shape[-1])
+    return view, A, P, tuple(_i64(v) for v in _arrays.element_strides(view, name))
+
+
+def _boxes_fn(expr):
+    return _kernels.get_function("boxes.cu", expr)
 
 
 _i64 = np.int64
@@ -708,9 +705,9 @@ def clip_boxes(boxes, size):
         return call.result(cpu.clip_boxes(arr, (H, W)))
     with call.launch():
         native, out = call.output(None, arr.shape, arr.dtype)
-        _launch_rows(f"cupyprep_clip_boxes<{_t(arr.dtype)}>", arr, "boxes",
-                     lambda v, A, P, s: (v, _i64(P), *map(_i64, s), np.float32(W), np.float32(H), out,
-                                         _i64(A * P)))
+        view, A, P, st = _rows(arr, "boxes")
+        launch_1d(_boxes_fn(f"cupyprep_clip_boxes<{_t(arr.dtype)}>"), A * P,
+                  (view, _i64(P), *st, np.float32(W), np.float32(H), out, _i64(A * P)))
     return native
 
 
@@ -741,7 +738,7 @@ def box_iou(boxes1, boxes2):
     with call.launch():
         native, out = call.output(None, (N, M), np.float32)
         sa, sb = _arrays.element_strides(a, "boxes1"), _arrays.element_strides(b, "boxes2")
-        fn = _kernels.get_function("boxes.cu", f"cupyprep_box_iou<{_t(a.dtype)}, {_t(b.dtype)}>")
+        fn = _boxes_fn(f"cupyprep_box_iou<{_t(a.dtype)}, {_t(b.dtype)}>")
         launch_1d(fn, N * M, (a, _i64(sa[0]), _i64(sa[1]), b, _i64(sb[0]), _i64(sb[1]), _i64(M), out,
                               _i64(N * M)))
     return native
@@ -850,9 +847,9 @@ def decode_boxes(loc, priors, variances=(0.1, 0.2)):
     with call.launch():
         native, out = call.output(None, arr.shape, np.float32)
         pri = _device_priors(call, p)
-        _launch_rows(f"cupyprep_decode_boxes<{_t(arr.dtype)}>", arr, "loc",
-                     lambda w, A, P, s: (w, _i64(P), *map(_i64, s), pri, np.float32(v[0]),
-                                         np.float32(v[1]), out, _i64(A * P)))
+        view, A, P, st = _rows(arr, "loc")
+        launch_1d(_boxes_fn(f"cupyprep_decode_boxes<{_t(arr.dtype)}>"), A * P,
+                  (view, _i64(P), *st, pri, np.float32(v[0]), np.float32(v[1]), out, _i64(A * P)))
     return native
 
 
@@ -874,9 +871,9 @@ def decode_landmarks(pre, priors, variances=(0.1, 0.2)):
     with call.launch():
         native, out = call.output(None, arr.shape[:-1] + (K // 2, 2), np.float32)
         pri = _device_priors(call, p)
-        _launch_rows(f"cupyprep_decode_landmarks<{_t(arr.dtype)}>", arr, "pre",
-                     lambda w, A, P, s: (w, _i64(P), _i64(K), *map(_i64, s), pri, np.float32(v[0]), out,
-                                         _i64(A * P * K)), per_row=K)
+        view, A, P, st = _rows(arr, "pre")
+        launch_1d(_boxes_fn(f"cupyprep_decode_landmarks<{_t(arr.dtype)}>"), A * P * K,
+                  (view, _i64(P), _i64(K), *st, pri, np.float32(v[0]), out, _i64(A * P * K)))
     return native
 
 
@@ -922,17 +919,16 @@ def decode_yolo(pred, *, objectness=True):
     with call.launch():
         boxes_native, boxes_out = call.output(None, arr.shape[:-1] + (4,), np.float32)
         scores_native, scores_out = call.output(None, arr.shape[:-1] + (C,), np.float32)
-        view, s = _rows_view(arr, "pred")
-        A, N = view.shape[:2]
+        view, A, N, st = _rows(arr, "pred")
         variant = f"<{_t(arr.dtype)}, {_b(objectness)}>"
-        if abs(s[1]) < abs(s[2]):  # rows transposed (YOLOv8): tiles through shared memory
+        if abs(st[1]) < abs(st[2]):  # rows transposed (YOLOv8): tiles through shared memory
             if A * N:
-                fn = _kernels.get_function("boxes.cu", "cupyprep_decode_yolo_tiles" + variant)
-                fn((-(-N // _YOLO_ROWS), -(-K // 32), min(A, 65535)), (256,),
-                   (view, _i64(A), _i64(N), _i64(C), *map(_i64, s), boxes_out, scores_out))
+                _boxes_fn("cupyprep_decode_yolo_tiles" + variant)(
+                    (-(-N // _YOLO_ROWS), -(-K // 32), min(A, 65535)), (256,),
+                    (view, _i64(A), _i64(N), _i64(C), *st, boxes_out, scores_out))
         else:  # a warp per row
-            launch_1d(_kernels.get_function("boxes.cu", "cupyprep_decode_yolo_rows" + variant), 32 * A * N,
-                      (view, _i64(N), _i64(C), *map(_i64, s), boxes_out, scores_out, _i64(A * N)))
+            launch_1d(_boxes_fn("cupyprep_decode_yolo_rows" + variant), 32 * A * N,
+                      (view, _i64(N), _i64(C), *st, boxes_out, scores_out, _i64(A * N)))
     return boxes_native, scores_native
 
 

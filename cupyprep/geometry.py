@@ -986,9 +986,9 @@ def random_affine(batch, degrees=0.0, translate=(0.0, 0.0), scale=(1.0, 1.0), sh
         u = _uniforms(call, n, generator, seed)  # (n, 6) in [0, 1), on the batch's side
         terms = _affine_terms(deg, sc, shr, tr, w, h, flip_p)
         if call.device:
-            mats, inv = _affine_on_device(call, u, terms)
+            mats, inv = _affine_on_device(call.xp, u, terms)
         else:
-            mats = _affine_from_uniforms(u, terms, np)
+            mats = _affine_from_uniforms(u, terms)
             # det = s^2 f (the shear's determinant is 1): never singular, so the inverse
             # skips _inverse's singularity test
             inv = _invert_affine(mats, np)
@@ -1004,28 +1004,28 @@ def _affine_terms(deg, sc, shr, tr, w, h, flip_p):
             math.pi / 180, tr[0] * w, tr[1] * h, flip_p, (w - 1) / 2.0, (h - 1) / 2.0)
 
 
-def _affine_from_uniforms(u, terms, xp):
-    """(n, 2, 3) float64 matrices ``s R(angle) Sh(shear) F (p - c) + c + t`` from (n, 6)
+def _affine_from_uniforms(u, terms):
+    """(n, 2, 3) float64 NumPy matrices ``s R(angle) Sh(shear) F (p - c) + c + t`` from (n, 6)
     uniforms (the formula of random_affine's CPU path; its kernel,
     ``cupyprep_random_affine_matrices``, rounds the same operations in the same order)."""
     deg0, deg_span, sc0, sc_span, sh0, sh_span, rad, tx_span, ty_span, flip_p, cx, cy = terms
     a = (deg0 + deg_span * u[:, 0]) * rad
     s = sc0 + sc_span * u[:, 1]
-    k = xp.tan((sh0 + sh_span * u[:, 2]) * rad)
+    k = np.tan((sh0 + sh_span * u[:, 2]) * rad)
     tx = (2 * u[:, 3] - 1) * tx_span
     ty = (2 * u[:, 4] - 1) * ty_span
-    f = xp.where(u[:, 5] < flip_p, -1.0, 1.0)
-    cos, sin = xp.cos(a), xp.sin(a)
+    f = np.where(u[:, 5] < flip_p, -1.0, 1.0)
+    cos, sin = np.cos(a), np.sin(a)
     a00, a01 = s * cos * f, s * (cos * k + sin)
     a10, a11 = -s * sin * f, s * (cos - sin * k)
     b0 = cx + tx - (a00 * cx + a01 * cy)
     b1 = cy + ty - (a10 * cx + a11 * cy)
-    return xp.stack([xp.stack([a00, a01, b0], axis=-1), xp.stack([a10, a11, b1], axis=-1)], axis=-2)
+    return np.stack([np.stack([a00, a01, b0], axis=-1), np.stack([a10, a11, b1], axis=-1)], axis=-2)
 
 
-def _affine_on_device(call, u, terms):
-    """random_affine's matrices and their inverses on the device, in one launch."""
-    xp = call.xp
+def _affine_on_device(xp, u, terms):
+    """random_affine's matrices and their inverses from ``xp`` uniforms (CuPy, or NumPy
+    under the kernel emulator) on the current device and stream, in one launch."""
     n = u.shape[0]
     u = xp.ascontiguousarray(u, dtype=np.float64)
     mats = xp.empty((n, 2, 3), np.float64)

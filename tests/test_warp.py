@@ -493,13 +493,13 @@ def test_kernel_random_affine_matrices_follow_the_cpu_formula(kernels):
     terms = G._affine_terms((-170.0, 25.0), (0.5, 1.7), (-20.0, 35.0), (0.3, 0.2), w, h, 0.5)
     call = _arrays.prepare(kernels.put(np.zeros((37, h, w, 3), np.uint8)), "batch")
     with call.launch():
-        mats, inv = G._affine_on_device(call, kernels.put(u), terms)
+        mats, inv = G._affine_on_device(call.xp, kernels.put(u), terms)
     mats, inv = kernels.get(mats), kernels.get(inv)
-    want = G._affine_from_uniforms(u, terms, np)
+    want = G._affine_from_uniforms(u, terms)
     np.testing.assert_allclose(mats, want, rtol=1e-14, atol=1e-12)
     np.testing.assert_array_equal(inv, G._invert_affine(mats, np))
     assert (mats[2, 0, 0] > 0) == (want[2, 0, 0] > 0) and mats[3, 0, 0] * want[3, 0, 0] > 0
-    empty, empty_inv = G._affine_on_device(call, kernels.put(u[:0]), terms)
+    empty, empty_inv = G._affine_on_device(call.xp, kernels.put(u[:0]), terms)
     assert empty.shape == empty_inv.shape == (0, 2, 3)
 
 
