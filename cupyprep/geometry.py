@@ -666,6 +666,18 @@ def _inverse(m, perspective, inverse_map, name):
     return xp.linalg.inv(m)
 
 
+# warp.cu's Mat9: one matrix passed by value (a kernel parameter of 9 doubles)
+_MAT9 = np.dtype([("v", np.float64, (9,))])
+_NO_MAT = np.zeros((), _MAT9)[()]
+
+
+def _mat_value(m):
+    """One host (2, 3) or (3, 3) float64 matrix as warp.cu's ``Mat9``."""
+    value = np.zeros((), _MAT9)
+    value["v"][:m.size] = m.reshape(-1)
+    return value[()]
+
+
 def _singular_affine(name):
     return ValueError(f"{name}: singular affine matrix (determinant 0) cannot be inverted; "
                       "pass inverse_map=True if it maps destination to source")
@@ -731,10 +743,14 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
             tables = (None, _kernels.pointer_table(arrays, xp), xp.asarray(hw),
                       xp.asarray(np.array(strides, np.int64)), i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
         index = None if src_index is None else xp.asarray(src_index, dtype=np.int32)
-        mats = inv if (_xp_of(inv) is xp and inv.dtype == np.float64
-                       and inv.flags.c_contiguous) else \
-            xp.ascontiguousarray(xp.asarray(inv, dtype=np.float64))
-        mat_step = rows * 3 if mats.ndim == 3 else 0
+        if inv.ndim == 2 and _xp_of(inv) is np:
+            # one host matrix goes by value: no upload (a CUDA graph keeps its values)
+            mats, mat_step, mat_value = None, 0, _mat_value(inv)
+        else:
+            mats = inv if (_xp_of(inv) is xp and inv.dtype == np.float64
+                           and inv.flags.c_contiguous) else \
+                xp.ascontiguousarray(xp.asarray(inv, dtype=np.float64))
+            mat_step, mat_value = (rows * 3 if mats.ndim == 3 else 0), _NO_MAT
         itab = ftab = None
         if kernel == "linear_fixed":  # nearest_fixed reads no weights
             it, ft = _inter_tables()
@@ -757,7 +773,7 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
                                                              kernel, dtype, c, dense, pixels))
             block_x = _WARP_BLOCK_X if dense else _BLOCK_3D
             launch_3d(fn, n_out, (dh + rows - 1) // rows, (dw + pixels - 1) // pixels, tables + (
-                index, mats, i64(mat_step), dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x),
+                index, mats, i64(mat_step), mat_value, dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x),
                 i64(d_c), i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab,
                 i32(n_out), i32(rows)), block_x=block_x, block_y=_BLOCK_3D // block_x)
         return native

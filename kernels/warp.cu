@@ -3,7 +3,9 @@
 //
 // Every kernel reads `mats`: per output image, the matrix that maps destination pixels to
 // source pixels (the host inverts src->dst matrices in double, as OpenCV does), 6 or 9
-// doubles, `mat_step` apart (0: one matrix for the whole batch). Output image i samples
+// doubles, `mat_step` apart (0: one matrix for the whole batch); where `mats` is NULL, the
+// one matrix `mat_value` passed by value (a host matrix: nothing to upload, and a CUDA
+// graph that captures the launch keeps its values). Output image i samples
 // source image `src_index[i]` (NULL: image i). Sources are one strided batch (`src`, one
 // geometry) or a ragged list (`src_ptrs` with per-image `src_hw` and `src_strides`).
 // One thread per destination pixel (all CN channels), or, for nearest and linear, per PX
@@ -85,12 +87,19 @@ __device__ __forceinline__ float tame(float v) {
 
 }  // namespace
 
+// One matrix by value (row-major; 6 or 9 of its doubles are read). Outside the anonymous
+// namespace: it is a kernel parameter's type.
+struct Mat9 {
+    double v[9];
+};
+
 #define CUPYPREP_WARP_PARAMS                                                              \
     const T* __restrict__ src, const unsigned long long* __restrict__ src_ptrs,             \
         const int* __restrict__ src_hw, const cp::i64* __restrict__ src_strides, int sh,     \
         int sw, cp::i64 s_n, cp::i64 s_y, cp::i64 s_x, cp::i64 s_c,                         \
         const int* __restrict__ src_index, const double* __restrict__ mats,                 \
-        cp::i64 mat_step, T* __restrict__ dst, int dh, int dw, cp::i64 d_n, cp::i64 d_y,   \
+        cp::i64 mat_step, const __grid_constant__ Mat9 mat_value, T* __restrict__ dst,      \
+        int dh, int dw, cp::i64 d_n, cp::i64 d_y,                                           \
         cp::i64 d_x, cp::i64 d_c, int border, float bv0, float bv1, float bv2, float bv3,  \
         int body_end, const short* __restrict__ itab, const float* __restrict__ ftab,     \
         int n_out, int rows_per_block
@@ -117,7 +126,8 @@ __device__ __forceinline__ Item<T> image_item(int n, const T* src,
                                               const int* src_hw, const cp::i64* src_strides,
                                               int sh, int sw, cp::i64 s_n, cp::i64 s_y,
                                               cp::i64 s_x, cp::i64 s_c, const int* src_index,
-                                              const double* mats, cp::i64 mat_step) {
+                                              const double* mats, cp::i64 mat_step,
+                                              const double* mat_value) {
     Item<T> it;
     const cp::i64 k = src_index ? (cp::i64)src_index[n] : n;
     if (src_ptrs) {
@@ -135,7 +145,7 @@ __device__ __forceinline__ Item<T> image_item(int n, const T* src,
         it.s_x = s_x;
         it.s_c = s_c;
     }
-    it.m = mats + (cp::i64)n * mat_step;
+    it.m = mats ? mats + (cp::i64)n * mat_step : mat_value;
 #pragma unroll
     for (int j = 0; j < 9; ++j) it.mf[j] = 0.f;
     it.out = nullptr;
@@ -772,7 +782,8 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
         constexpr bool P = PERSPECTIVE;                                                   \
         for (int n = blockIdx.z; n < n_out; n += gridDim.z) {                             \
             Item<T> it = image_item<T>(n, src, src_ptrs, src_hw, src_strides, sh, sw, s_n, \
-                                       s_y, s_x, s_c, src_index, mats, mat_step);         \
+                                       s_y, s_x, s_c, src_index, mats, mat_step,          \
+                                       mat_value.v);                                      \
             for (int j = 0; j < (P ? 9 : 6); ++j) it.mf[j] = (float)it.m[j];              \
             T* image_out = dst + (cp::i64)n * d_n;                                        \
             for (int x = blockIdx.x * blockDim.x + threadIdx.x; x < dw;                   \
@@ -808,7 +819,7 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
             /* its geometry then stays in kernel parameters rather than registers */     \
             Item<T> it = image_item<T>(n, src, DENSE ? nullptr : src_ptrs, src_hw,         \
                                        src_strides, sh, sw, s_n, s_y, s_x, s_c, src_index, \
-                                       mats, mat_step);                                   \
+                                       mats, mat_step, mat_value.v);                      \
             for (int j = 0; j < (PERSPECTIVE ? 9 : 6); ++j) it.mf[j] = (float)it.m[j];    \
             DenseU8 fast{};                                                               \
             if constexpr (dense_u8<T, CN, DENSE>::value)                                  \
