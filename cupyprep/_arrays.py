@@ -377,13 +377,18 @@ class _Launch:
             stream = cupy_stream(ptr, device_id)
             stream.__enter__()
             exits.append(stream)
-            if call.kind == "torch" and ptr != natural:
-                import torch
+            if call.kind == "torch":
+                if ptr != natural:
+                    import torch
 
-                # torch allocates outputs for the stream that writes them
-                ctx = torch.cuda.stream(choice.as_torch())
-                ctx.__enter__()
-                exits.append(ctx)
+                    # torch allocates outputs for the stream that writes them
+                    ctx = torch.cuda.stream(choice.as_torch())
+                    ctx.__enter__()
+                    exits.append(ctx)
+                # and the op's own device memory (tables, scratch, CuPy's temporaries)
+                scratch = _TorchAllocations()
+                scratch.__enter__()
+                exits.append(scratch)
         except BaseException:
             self.__exit__(*sys.exc_info())
             raise
@@ -400,6 +405,79 @@ class _Launch:
 
 
 _NOT_ENTERED = object()
+
+
+class _TorchBlock:
+    """Owns memory taken from torch's caching allocator; gives it back when collected."""
+
+    __slots__ = ("ptr", "_delete")
+
+    def __init__(self, ptr, delete):
+        self.ptr = ptr
+        self._delete = delete
+
+    def __del__(self):
+        try:
+            self._delete(self.ptr)
+        except Exception:  # interpreter shutdown: torch may already be gone
+            pass
+
+
+def torch_malloc(size):
+    """A CuPy allocator (``cupy.cuda.set_allocator``'s form) drawing on torch's caching
+    allocator, for CuPy's current device and stream."""
+    import cupy
+    import torch
+
+    device_id = cupy.cuda.Device().id
+    if size == 0:
+        return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(0, 0, None, device_id), 0)
+    # the block belongs to the stream CuPy allocates for, as in CuPy's own pool; under a
+    # torch CUDA graph capture of that stream it comes from the graph's private pool
+    ptr = torch.cuda.caching_allocator_alloc(size, device_id, cupy.cuda.get_current_stream().ptr)
+    owner = _TorchBlock(ptr, torch.cuda.caching_allocator_delete)
+    return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(ptr, size, owner, device_id), 0)
+
+
+class _TorchAllocations:
+    """Inside an op call on torch tensors, this thread's CuPy allocations come from torch's
+    caching allocator: the op's tables and scratch arrays then live where its outputs do,
+    and under ``torch.cuda.graph`` in the graph's private pool (memory from CuPy's pool
+    would return to that pool when the call ends, and be handed to other arrays while the
+    graph still reads and writes it at every replay)."""
+
+    __slots__ = ("_previous",)
+
+    def __enter__(self):
+        access = _thread_allocator()
+        if access is None:
+            import cupy
+
+            self._previous = cupy.cuda.using_allocator(torch_malloc)
+            self._previous.__enter__()
+        else:
+            self._previous = access[0]()
+            access[1](torch_malloc)
+
+    def __exit__(self, *exc):
+        access = _thread_allocator()
+        if access is None:
+            return self._previous.__exit__(*exc)
+        access[1](self._previous)
+        return False
+
+
+@functools.lru_cache(maxsize=None)
+def _thread_allocator():
+    """(get, set) of CuPy's thread-local allocator, or None. They are what CuPy's public
+    ``cupy.cuda.using_allocator`` context manager calls; called directly they skip its
+    generator (a microsecond or two per op call). Where a CuPy version lacks them, the
+    context manager is used."""
+    from cupy.cuda import memory
+
+    get = getattr(memory, "_get_thread_local_allocator", None)
+    put = getattr(memory, "_set_thread_local_allocator", None)
+    return (get, put) if get is not None and put is not None else None
 
 
 def _device_id(array) -> int:

@@ -204,35 +204,6 @@ def stream(s):
 
 
 # --- one memory pool --------------------------------------------------------------------------
-class _TorchBlock:
-    """Owns memory taken from torch's caching allocator; gives it back when collected."""
-
-    __slots__ = ("ptr", "_delete")
-
-    def __init__(self, ptr, delete):
-        self.ptr = ptr
-        self._delete = delete
-
-    def __del__(self):
-        try:
-            self._delete(self.ptr)
-        except Exception:  # interpreter shutdown: torch may already be gone
-            pass
-
-
-def _torch_malloc(size):
-    import cupy
-    import torch
-
-    device_id = cupy.cuda.Device().id
-    if size == 0:
-        return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(0, 0, None, device_id), 0)
-    # the block belongs to the stream CuPy allocates for, as in CuPy's own pool
-    ptr = torch.cuda.caching_allocator_alloc(size, device_id, cupy.cuda.get_current_stream().ptr)
-    owner = _TorchBlock(ptr, torch.cuda.caching_allocator_delete)
-    return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(ptr, size, owner, device_id), 0)
-
-
 class _AllocatorSwitch:
     """The effect of :func:`use_torch_allocator`; as a context manager it restores the
     previous allocator on exit."""
@@ -264,7 +235,8 @@ def use_torch_allocator(enable=True):
     Use it when a process runs torch and CuPy work on the same GPU and memory is tight or
     must be accounted in one place (an inference server with a model next to the
     preprocessing). Leave it off when only CuPy runs (CuPy's own pool is then the right one),
-    and note that torch's outputs for torch inputs already come from torch's pool either way.
+    and note that an op on torch tensors takes all its device memory (outputs, tables,
+    scratch) from torch's pool either way.
     Each CuPy allocation then takes one Python call into torch (a few microseconds).
 
     Parameters
@@ -296,7 +268,7 @@ def use_torch_allocator(enable=True):
     if enable:
         import torch  # noqa: F401  (fail here, not at the first allocation)
 
-        cupy.cuda.set_allocator(_torch_malloc)
+        cupy.cuda.set_allocator(_arrays.torch_malloc)
     else:
         cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
     return _AllocatorSwitch(previous)

@@ -324,7 +324,7 @@ def test_use_torch_allocator_counts_outputs_in_torch():
         del batch
         cupy.cuda.Device().synchronize()
         assert torch.cuda.memory_allocated() <= during - nbytes  # given back to torch's pool
-    assert cupy.cuda.get_allocator() != interop._torch_malloc
+    assert cupy.cuda.get_allocator() != _arrays.torch_malloc
     x = cupy.empty(1 << 20, cupy.uint8)  # CuPy's own pool again
     assert x.data.mem.__class__.__name__ != "UnownedMemory"
 
