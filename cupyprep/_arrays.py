@@ -157,11 +157,71 @@ def to_host(x) -> np.ndarray:
     return np.asarray(x)
 
 
-def upload_like(ref, a, dtype):
+def upload(xp, a, what, hint, dtype=None):
+    """Host ``a`` on the current device as a ``xp`` array (NumPy under the kernel emulator:
+    as it is). The copy goes through CuPy, which stages it through page-locked memory and
+    copies asynchronously on the current stream (the launch context's), where
+    ``torch.as_tensor`` from NumPy onto the device would wait for that stream to drain.
+
+    A CUDA graph cannot capture a copy from pageable host memory (the capture is
+    invalidated, and torch reports that at its end without naming the cause): under
+    capture this raises a ``ValueError`` instead, "``what`` is copied from host memory ...;
+    ``hint``", ``what`` naming the argument the data come from."""
+    if xp is np:
+        return np.asarray(a, dtype=dtype)
+    import cupy
+
+    if cupy.cuda.get_current_stream().is_capturing():
+        raise ValueError(f"{what} is copied from host memory to the device by this call, which "
+                         f"a CUDA graph cannot capture; {hint}")
+    return cupy.asarray(a, dtype=dtype)
+
+
+_constants: dict = {}
+_CONSTANTS_MAX = 256
+
+
+def device_constant(xp, key, make, what, hint):
+    """A table that depends only on ``key`` (``make()`` builds it on the host: an array or
+    a tuple of them), uploaded once per device and kept: later calls with the same key copy
+    nothing (so a CUDA graph can capture them). NumPy (the kernel emulator) gets ``make()``.
+
+    The upload is waited for, once: calls on other streams read the table next. When the
+    cache is full the devices are synchronized before it is emptied, so no queued kernel
+    still reads a table whose memory is handed out again."""
+    if xp is np:
+        return make()
+    import cupy
+
+    full_key = (cupy.cuda.runtime.getDevice(),) + key
+    table = _constants.get(full_key)
+    if table is None:
+        host = make()
+        table = (tuple(upload(xp, a, what, hint) for a in host) if isinstance(host, tuple)
+                 else upload(xp, host, what, hint))
+        cupy.cuda.get_current_stream().synchronize()
+        with _constants_lock:
+            if len(_constants) >= _CONSTANTS_MAX:
+                for device_id in {k[0] for k in _constants}:
+                    with cupy.cuda.Device(device_id):
+                        cupy.cuda.Device(device_id).synchronize()
+                _constants.clear()
+            _constants[full_key] = table
+    return table
+
+
+_constants_lock = threading.Lock()
+
+
+# what the capture error of a list of images (whose table of pointers and sizes is made on
+# the host at every call) suggests instead
+RAGGED = "images (a list): its table of pointers and sizes"
+RAGGED_HINT = "pass one (N, H, W, C) batch, or make this call outside the capture"
+
+
+def upload_like(ref, a, dtype, what, hint):
     """NumPy ``a`` as ``dtype`` in the array kind, and on the device, of ``ref`` (numpy,
-    cupy or torch). A device copy goes through CuPy, which stages it through page-locked
-    memory and copies asynchronously on the current stream (the launch context's), where
-    ``torch.as_tensor`` from NumPy onto the device would wait for that stream to drain."""
+    cupy or torch); a device copy as :func:`upload` makes it."""
     if isinstance(ref, np.ndarray):
         return np.asarray(a, dtype=dtype)
     if _is_torch(ref):
@@ -171,10 +231,10 @@ def upload_like(ref, a, dtype):
             return torch.from_numpy(np.ascontiguousarray(a, dtype=dtype))
         import cupy
 
-        return torch.from_dlpack(cupy.asarray(a, dtype=dtype))
+        return torch.from_dlpack(upload(cupy, a, what, hint, dtype))
     import cupy
 
-    return cupy.asarray(a, dtype=dtype)
+    return upload(cupy, a, what, hint, dtype)
 
 
 def describe(x) -> str:

@@ -153,15 +153,19 @@ def get_function(filename: str, name_expression: str):
     return _cuda_function(filename, name_expression)
 
 
-def pointer_table(arrays, xp):
-    """A device array of pointers to ``arrays`` (for kernels over ragged batches)."""
+def pointer_table(arrays, xp, what):
+    """A device array of pointers to ``arrays`` (for kernels over ragged batches); ``what``
+    names them in the error raised under CUDA graph capture (``_arrays.upload``)."""
     if _emulators:
         from .testing import PointerTable
 
         return PointerTable(list(arrays))
     import numpy as np
 
-    return xp.asarray(np.array([a.data.ptr for a in arrays], dtype=np.uint64))
+    from . import _arrays
+
+    return _arrays.upload(xp, np.array([a.data.ptr for a in arrays], dtype=np.uint64), what,
+                          _arrays.RAGGED_HINT)
 
 
 def emulating() -> bool:

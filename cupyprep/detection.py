@@ -498,8 +498,9 @@ class Detections(NamedTuple):
             sel = (np.arange(D)[None, :] < counts[:, None]).reshape(-1)
             image = np.repeat(np.arange(B, dtype=np.int64), counts)
             flat = np.nonzero(sel)[0]
-            take = _arrays.upload_like(self.counts, flat, np.int64)
-            image_index = _arrays.upload_like(self.counts, image, np.int64)
+            hint = "flatten reads counts back to the host: call it outside the capture"
+            take = _arrays.upload_like(self.counts, flat, np.int64, "the detections' indices", hint)
+            image_index = _arrays.upload_like(self.counts, image, np.int64, "their images", hint)
             return FlatDetections(self.boxes.reshape(B * D, 4)[take], self.scores.reshape(-1)[take],
                                   self.classes.reshape(-1)[take], image_index,
                                   self.indices.reshape(-1)[take])
@@ -882,6 +883,8 @@ def _device_priors(call, priors):
     priors are uploaded on the launch stream; device priors that are contiguous float32
     already are used as they are."""
     xp = call.xp
+    if isinstance(priors, np.ndarray):
+        priors = _arrays.upload(xp, priors, "priors", "pass them on the input's device", np.float32)
     return xp.ascontiguousarray(xp.asarray(priors, dtype=np.float32))
 
 

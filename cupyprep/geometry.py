@@ -188,9 +188,12 @@ def _resize(img, size, interpolation, layout, out, scale=None):
             if kernel == "area_fast":
                 extra = tuple(i32(p) for p in params)
             elif kernel == "area_weighted":
-                xtab, xw = _area_table(geo.w, dw, scale_x)
-                ytab, yw = _area_table(geo.h, dh, scale_y)
-                extra = tuple(call.xp.asarray(a) for a in (xtab, xw, ytab, yw))
+                # per geometry, kept on the device
+                extra = tuple(_arrays.device_constant(
+                    call.xp, ("area", n, d, s), lambda n=n, d=d, s=s: _area_table(n, d, s),
+                    "the area resize's tables", "make one call of the same sizes before the "
+                    "capture (its tables then stay on the device)")[k]
+                    for n, d, s in ((geo.w, dw, scale_x), (geo.h, dh, scale_y)) for k in (0, 1))
             else:
                 # OpenCV's inv_scale: dst / src, or cv2compat's fx / fy (as 1 / step)
                 extra = (np.float64(1.0 / scale[0] if scale else dh / geo.h),
@@ -495,8 +498,11 @@ def transform_points(points, matrix):
     pts, back = _unwrap(points)
     m, _ = _unwrap(matrix)
     xp = _xp_of(pts, m)
-    pts = xp.asarray(pts, dtype=xp.float64)
-    m = xp.asarray(m, dtype=xp.float64)
+    hint = "pass it on the other argument's device"
+    pts = xp.asarray(_arrays.upload(xp, pts, "points", hint) if isinstance(pts, np.ndarray) else pts,
+                     dtype=xp.float64)
+    m = xp.asarray(_arrays.upload(xp, m, "matrix", hint) if isinstance(m, np.ndarray) else m,
+                   dtype=xp.float64)
     if m.shape[-1] != 3 or m.shape[-2] not in (2, 3) or m.ndim not in (2, 3):
         raise ValueError(f"matrix: expected shape (2, 3), (3, 3) or (N, 2|3, 3), got {_arrays.describe(m)}")
     if pts.shape[-1:] != (2,):
@@ -740,21 +746,33 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
                 st = _arrays.element_strides(a, name)
                 strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [0]))
             hw = np.array([a.shape[:2] for a in arrays], np.int32)
-            tables = (None, _kernels.pointer_table(arrays, xp), xp.asarray(hw),
-                      xp.asarray(np.array(strides, np.int64)), i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
-        index = None if src_index is None else xp.asarray(src_index, dtype=np.int32)
+            tables = (None, _kernels.pointer_table(arrays, xp, _arrays.RAGGED),
+                      _arrays.upload(xp, hw, _arrays.RAGGED, _arrays.RAGGED_HINT),
+                      _arrays.upload(xp, np.array(strides, np.int64), _arrays.RAGGED, _arrays.RAGGED_HINT),
+                      i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
+        index = None
+        if src_index is not None:
+            index = src_index if not isinstance(src_index, np.ndarray) else _arrays.upload(
+                xp, src_index, "image_index", "pass it on the images' device")
+            index = xp.asarray(index, dtype=np.int32)
         if inv.ndim == 2 and _xp_of(inv) is np:
             # one host matrix goes by value: no upload (a CUDA graph keeps its values)
             mats, mat_step, mat_value = None, 0, _mat_value(inv)
         else:
-            mats = inv if (_xp_of(inv) is xp and inv.dtype == np.float64
-                           and inv.flags.c_contiguous) else \
+            if _xp_of(inv) is np:
+                inv = _arrays.upload(xp, inv, f"{matrix_name} (a batch of host matrices)",
+                                     "pass them on the images' device, or one matrix (which "
+                                     "goes by value)")
+            mats = inv if (inv.dtype == np.float64 and inv.flags.c_contiguous) else \
                 xp.ascontiguousarray(xp.asarray(inv, dtype=np.float64))
             mat_step, mat_value = (rows * 3 if mats.ndim == 3 else 0), _NO_MAT
         itab = ftab = None
         if kernel == "linear_fixed":  # nearest_fixed reads no weights
-            it, ft = _inter_tables()
-            itab, ftab = (xp.asarray(it), None) if dtype == np.uint8 else (None, xp.asarray(ft))
+            table = _arrays.device_constant(
+                xp, ("inter", dtype == np.uint8), lambda: _inter_tables()[0 if dtype == np.uint8 else 1],
+                "the warp's interpolation table", "make one such call before the capture (the "
+                "table then stays on the device)")
+            itab, ftab = (table, None) if dtype == np.uint8 else (None, table)
         body_end = dw // _OPENCV_WARP_STEP * _OPENCV_WARP_STEP
         bv = [f32(v) for v in bval + (0.0,) * (4 - c)]
         rows = _WARP_ROWS_PER_THREAD
@@ -962,7 +980,10 @@ def random_affine(batch, degrees=0.0, translate=(0.0, 0.0), scale=(1.0, 1.0), sh
         Probability of a horizontal flip.
     seed : int, optional / generator : optional
         A numpy ``Generator``, ``cupy.random.Generator`` / ``RandomState``, or
-        ``torch.Generator`` on the batch's device; else a new one from ``seed``.
+        ``torch.Generator`` on the batch's device; else a new one from ``seed``. Under
+        ``torch.cuda.graph`` pass a generator the graph knows of
+        (``graph.register_generator_state(generator)``; torch cannot make a new one during
+        a capture): each replay then draws new matrices.
 
     Returns
     -------

@@ -197,7 +197,8 @@ def _like(ref, a):
             return torch.as_tensor(a, dtype=dtype, device=ref.device)
     else:
         np_dtype = ref.dtype if ref.dtype.kind == "f" else np.float64
-    return _arrays.upload_like(ref, a, np_dtype)
+    return _arrays.upload_like(ref, a, np_dtype, "meta: its per-image geometry",
+                               "map the coordinates outside the capture")
 
 
 def _clip(out, hi):
@@ -358,8 +359,11 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
             geom = np.concatenate([np.array(sizes, np.int64).reshape(n, 2), plans], axis=1).astype(np.int32)
             # OpenCV's step: 1 / (new / old) in double, not old / new
             scales = 1.0 / (plans[:, :2] / np.array(sizes, np.float64))
-            tables = (null, _kernels.pointer_table(arrays, xp), xp.asarray(geom),
-                      xp.asarray(np.array(strides, np.int64)), xp.asarray(scales.astype(np.float64)),
+            def up(a):
+                return _arrays.upload(xp, a, _arrays.RAGGED, _arrays.RAGGED_HINT)
+
+            tables = (null, _kernels.pointer_table(arrays, xp, _arrays.RAGGED), up(geom),
+                      up(np.array(strides, np.int64)), up(scales.astype(np.float64)),
                       i64(0), i32(0), i32(0), i32(0), i32(0), i32(0), i32(0), i64(0), i64(0), i64(0),
                       f64(0), f64(0))
         m = [f32(v) for v in mean + (0.0,) * (4 - c)]

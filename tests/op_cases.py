@@ -14,6 +14,8 @@ def image_ops():
     return [
         ("resize", lambda x: cupyprep.resize(x, (17, 29))),
         ("resize_cubic", lambda x: cupyprep.resize(x, (40, 50), interpolation="cubic")),
+        # OpenCV's weighted area algorithm (a non-integer downscale): tables per geometry
+        ("resize_area", lambda x: cupyprep.resize(x, (17, 29), interpolation="area")),
         ("normalize", lambda x: cupyprep.normalize(x, (0.4, 0.5, 0.6), (0.2, 0.2, 0.2), scale=1 / 255)),
         ("swap_rb", lambda x: cupyprep.swap_rb(x)),
         ("to_gray", lambda x: cupyprep.to_gray(x)),

@@ -245,7 +245,7 @@ def _sync_free_cases():
     inverse = cupyprep.invert_affine_transform(np.stack([rot] * 3))
     huge = by_name["batched_nms"][1]
     return [case for name, case in by_name.items() if name in {
-        "resize", "resize_cubic", "normalize", "swap_rb", "to_gray", "preprocess", "preprocess_ragged",
+        "resize", "resize_cubic", "resize_area", "normalize", "swap_rb", "to_gray", "preprocess", "preprocess_ragged",
         "random_affine", "nms_large", "multiclass_nms", "roi_align", "roi_align_list", "nms_empty", "box_iou",
         "transform_points", "transform_points_perspective", "meta_to_original", "meta_to_network_list",
         "box_convert", "clip_boxes", "decode_boxes", "decode_landmarks", "decode_yolo"}] + [
@@ -283,6 +283,147 @@ def test_sync_free_ops_do_not_wait_for_the_gpu(case):
     busy = not stream.query()
     stream.synchronize()
     assert busy, f"{name} waited for the GPU"
+
+
+# the sync-free calls that copy a table from host memory at every call (a list's pointers,
+# host priors, a preprocessing's geometry), and what their error under capture names
+_UPLOADS_PER_CALL = {"preprocess_ragged": r"images \(a list\)", "decode_boxes_host_priors": "priors",
+                     "meta_to_original": "meta", "meta_to_network_list": "meta"}
+# random_affine without a generator makes one, which torch refuses under capture
+_CAPTURED = [c for c in _SYNC_FREE if c[0] not in _UPLOADS_PER_CALL and c[0] != "random_affine"]
+
+
+def _bystanders(stream):
+    """Arrays from CuPy's pool and torch's, allocated for ``stream`` and filled with 0x5A:
+    a block an op took from either pool outside a graph's own, and gave back, is handed to
+    one of these."""
+    import cupy
+
+    arrays = []
+    with torch.cuda.stream(stream), _arrays.cupy_stream(stream.cuda_stream):
+        for n in [1 << k for k in range(9, 21)] * 3:
+            arrays.append(cupy.full(n, 0x5A, cupy.uint8))
+            arrays.append(torch.full((n,), 0x5A, dtype=torch.uint8, device="cuda"))
+    return arrays
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _CAPTURED, ids=[c[0] for c in _CAPTURED])
+def test_sync_free_ops_capture_in_a_cuda_graph(case):
+    """Captured by ``torch.cuda.graph``, a call replays on new input values as a fresh call
+    computes them, and a replay writes nothing but the call's outputs: arrays allocated
+    after the capture, for the capture's stream, from CuPy's pool and torch's, keep their
+    bytes (an op whose tables or scratch came from a pool outside the graph's would have
+    given that memory back when the captured call ended, and the replays would write it)."""
+    name, inputs, op = case
+    args = [torch.from_numpy(np.asarray(a)).cuda() for a in inputs]
+    fresh = [torch.from_numpy(np.ascontiguousarray(np.asarray(a)[::-1])).cuda() if np.ndim(a) else
+             torch.from_numpy(np.asarray(a)).cuda() for a in inputs]
+    want = [r.cpu().numpy() for r in flat(op(*fresh))]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        op(*args)  # compiled, tables made, pools warm (as torch asks before a capture)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        got = flat(op(*args))
+    bystanders = _bystanders(stream)
+    for dst, src in zip(args, fresh):
+        dst.copy_(src)
+    for g in got:
+        g.zero_()
+    torch.cuda.synchronize()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert len(got) == len(want), name
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.cpu().numpy(), w, err_msg=name)
+    for b in bystanders:
+        assert int((b != 0x5A).sum()) == 0, f"{name}: a replay wrote memory it does not own"
+
+
+def _uncapturable_cases():
+    by_name = {name: (name, inputs, op) for name, inputs, op in _SYNC_FREE}
+    rng = np.random.default_rng(10)
+    imgs = random_image(rng, (3, 40, 50, 3), np.uint8)
+    rot = cupyprep.get_rotation_matrix_2d((25.0, 20.0), 30.0, 0.9)
+    return [by_name[name] + (what,) for name, what in _UPLOADS_PER_CALL.items()] + [
+        ("warp_affine_host_matrices", (imgs,),
+         lambda x: cupyprep.warp_affine(x, np.stack([rot] * 3), (40, 50)), r"M \(a batch of host matrices\)"),
+        ("transform_points_host_matrix", (rng.uniform(0, 50, (5, 2)),),
+         lambda p: cupyprep.transform_points(p, rot), "matrix"),
+    ]
+
+
+_UNCAPTURABLE = _uncapturable_cases()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _UNCAPTURABLE, ids=[c[0] for c in _UNCAPTURABLE])
+def test_host_tables_under_capture_name_the_argument(case):
+    """A call that copies a table from host memory at every call raises, under capture, a
+    ValueError naming the argument it comes from, before the copy (which would invalidate
+    the capture); the capture then ends cleanly and CUDA stays usable."""
+    name, inputs, op, what = case
+    args = [torch.from_numpy(np.asarray(a)).cuda() for a in inputs]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        op(*args)  # outside a capture the call works
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(ValueError, match=f"^{what}.*CUDA graph cannot capture"):
+        with torch.cuda.graph(graph, stream=stream):
+            op(*args)
+    assert float(torch.ones(4, device="cuda").sum()) == 4.0
+
+
+@pytest.mark.gpu
+def test_random_affine_captures_with_a_registered_generator():
+    """random_affine draws from a torch generator: one the graph knows of
+    (``register_generator_state``) is captured, and each replay draws new matrices, whose
+    warp is the images warped by them."""
+    x = torch.from_numpy(random_image(np.random.default_rng(11), (3, 40, 50, 3), np.uint8)).cuda()
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(3)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        cupyprep.random_affine(x, degrees=20, scale=(0.8, 1.2), generator=gen)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    graph.register_generator_state(gen)
+    with torch.cuda.graph(graph, stream=stream):
+        out, mats = cupyprep.random_affine(x, degrees=20, scale=(0.8, 1.2), generator=gen)
+    seen = []
+    for _ in range(2):
+        graph.replay()
+        torch.cuda.synchronize()
+        np.testing.assert_array_equal(out.cpu().numpy(), cupyprep.warp_affine(x, mats, (40, 50)).cpu().numpy())
+        seen.append(mats.cpu().numpy())
+    assert not np.array_equal(seen[0], seen[1])
+
+
+@pytest.mark.gpu
+def test_area_resize_tables_stay_on_the_device():
+    """The area resize's tables are made once per geometry: a first call of new sizes under
+    capture is refused (naming them), one made before lets the same sizes be captured."""
+    x = torch.randint(0, 256, (2, 31, 45, 3), dtype=torch.uint8, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(ValueError, match="area resize's tables"):
+        with torch.cuda.graph(graph, stream=stream):
+            cupyprep.resize(x, (19, 23), interpolation="area")
+    want = cupyprep.resize(x, (19, 23), interpolation="area")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        got = cupyprep.resize(x, (19, 23), interpolation="area")
+    graph.replay()
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(got.cpu().numpy(), want.cpu().numpy())
+    np.testing.assert_array_equal(want.cpu().numpy(), cupyprep.resize(x.cpu().numpy(), (19, 23), interpolation="area"))
 
 
 @pytest.mark.gpu
