@@ -453,6 +453,11 @@ def _similarity_numpy(s, d, name):
     return np.stack([np.stack([a, -b, tx], axis=-1), np.stack([b, a, ty], axis=-1)], axis=-2)
 
 
+def _singular_fit(name):
+    return ValueError(f"{name}: a fitted similarity is singular (determinant 0; do the "
+                      "destination points coincide?)")
+
+
 def _similarity_on_device(xp, src, dst, name="src", inverse=False):
     """:func:`estimate_similarity` of float64 (K, 2) / (N, K, 2) point sets (arrays of
     ``xp``: CuPy, or NumPy under the kernel emulator) on the current device and stream
@@ -473,8 +478,7 @@ def _similarity_on_device(xp, src, dst, name="src", inverse=False):
     if found & 1:
         raise ValueError(f"{name}: all points coincide; no similarity is defined")
     if found & 2:
-        raise ValueError(f"{name}: a fitted similarity is singular (determinant 0; do the "
-                         "destination points coincide?)")
+        raise _singular_fit(name)
     if len(shape) == 2:
         mats, inv = mats[0], (inv[0] if inverse else None)
     return (mats, inv) if inverse else mats
@@ -952,7 +956,7 @@ def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFAC
             mats, inv = _similarity_on_device(xp, lm, xp.asarray(tmpl), "landmarks", inverse=True)
         else:
             mats = _similarity_numpy(lm, tmpl, "landmarks")
-            inv = _inverse(mats, False, False, "landmarks")
+            inv = _invert_affine(mats, np, lambda: _singular_fit("landmarks"))
         crops = _warp(images, inv, (dh, dw), interpolation, "constant", 0, True, out, False,
                       src_index=idx.astype(np.int32), name="images", matrix_name="landmarks",
                       checked=True, gathered=gathered)

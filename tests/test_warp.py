@@ -554,6 +554,23 @@ def test_cpu_align_faces_refuses_coinciding_landmarks():
         G.align_faces(np.zeros((1, 64, 64, 3), np.uint8), coinciding_landmarks(), np.array([0, 0]))
 
 
+def _align_to_a_point(put):
+    """A template whose points coincide makes every fit singular: each path says so in the
+    same words (and suggests nothing align_faces does not take)."""
+    with pytest.raises(ValueError, match=r"^landmarks: a fitted similarity is singular \(determinant 0; do "
+                                         r"the destination points coincide\?\)$"):
+        G.align_faces(put(np.zeros((1, 64, 64, 3), np.uint8)), put(coinciding_landmarks()[:1]),
+                      np.array([0]), template=np.full((5, 2), 30.0))
+
+
+def test_kernel_align_faces_singular_fit_names_landmarks(kernels):
+    _align_to_a_point(kernels.put)
+
+
+def test_cpu_align_faces_singular_fit_names_landmarks():
+    _align_to_a_point(np.asarray)
+
+
 def test_kernel_random_affine_empty_batch(kernels):
     warped, mats = G.random_affine(kernels.put(np.zeros((0, 9, 7, 3), np.uint8)), 30, seed=0)
     assert kernels.get(warped).shape == (0, 9, 7, 3) and kernels.get(mats).shape == (0, 2, 3)
