@@ -177,7 +177,18 @@ def upload(xp, a, what, hint, dtype=None):
     return cupy.asarray(a, dtype=dtype)
 
 
+class _Constant:
+    """A cached device table, the event recorded after its upload on ``stream_ptr``, and
+    whether that event is known to have passed."""
+
+    __slots__ = ("table", "event", "stream_ptr", "ready")
+
+    def __init__(self, table, event, stream_ptr):
+        self.table, self.event, self.stream_ptr, self.ready = table, event, stream_ptr, False
+
+
 _constants: dict = {}
+_constants_lock = threading.Lock()
 _CONSTANTS_MAX = 256
 
 
@@ -186,31 +197,41 @@ def device_constant(xp, key, make, what, hint):
     a tuple of them), uploaded once per device and kept: later calls with the same key copy
     nothing (so a CUDA graph can capture them). NumPy (the kernel emulator) gets ``make()``.
 
-    The upload is waited for, once: calls on other streams read the table next. When the
-    cache is full the devices are synchronized before it is emptied, so no queued kernel
-    still reads a table whose memory is handed out again."""
+    Nothing waits for the GPU: the upload is queued on the current stream, and a call on
+    another stream before it has finished makes that stream wait for it on the device (or,
+    under capture, where an outside event cannot be waited for, waits on the host, once).
+    When the cache is full the devices are synchronized before it is emptied, so no queued
+    kernel still reads a table whose memory is handed out again."""
     if xp is np:
         return make()
     import cupy
 
     full_key = (cupy.cuda.runtime.getDevice(),) + key
-    table = _constants.get(full_key)
-    if table is None:
+    stream = cupy.cuda.get_current_stream()
+    entry = _constants.get(full_key)
+    if entry is None:
         host = make()
         table = (tuple(upload(xp, a, what, hint) for a in host) if isinstance(host, tuple)
                  else upload(xp, host, what, hint))
-        cupy.cuda.get_current_stream().synchronize()
+        event = cupy.cuda.Event(block=False, disable_timing=True)
+        event.record(stream)
         with _constants_lock:
             if len(_constants) >= _CONSTANTS_MAX:
                 for device_id in {k[0] for k in _constants}:
                     with cupy.cuda.Device(device_id):
                         cupy.cuda.Device(device_id).synchronize()
                 _constants.clear()
-            _constants[full_key] = table
-    return table
-
-
-_constants_lock = threading.Lock()
+            _constants[full_key] = _Constant(table, event, stream.ptr)
+        return table
+    if not entry.ready and stream.ptr != entry.stream_ptr:
+        if entry.event.done:
+            entry.ready = True
+        elif stream.is_capturing():
+            entry.event.synchronize()
+            entry.ready = True
+        else:
+            stream.wait_event(entry.event)
+    return entry.table
 
 
 # what the capture error of a list of images (whose table of pointers and sizes is made on

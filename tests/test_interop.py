@@ -433,6 +433,28 @@ def test_area_resize_tables_stay_on_the_device():
 
 
 @pytest.mark.gpu
+def test_kept_tables_neither_wait_nor_race():
+    """A first area resize of new sizes queues its tables' upload behind the stream's work
+    and returns without waiting; the same sizes at once on another stream wait for that
+    upload on the device, not read the tables before they are there."""
+    host = random_image(np.random.default_rng(12), (2, 37, 53, 3), np.uint8)
+    want = cupyprep.resize(host, (23, 19), interpolation="area")
+    x = torch.from_numpy(host).cuda()
+    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    a.wait_stream(torch.cuda.current_stream())
+    b.wait_stream(torch.cuda.current_stream())
+    _spin(a, 300)
+    with torch.cuda.stream(a):
+        first = cupyprep.resize(x, (23, 19), interpolation="area")
+    assert not a.query(), "the first call waited for the GPU"
+    with torch.cuda.stream(b):
+        second = cupyprep.resize(x, (23, 19), interpolation="area")
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(first.cpu().numpy(), want)
+    np.testing.assert_array_equal(second.cpu().numpy(), want)
+
+
+@pytest.mark.gpu
 def test_op_runs_on_the_chosen_stream():
     """Work queued on B before the op delays it: the op is on B, not on the current stream."""
     b = torch.cuda.Stream()
