@@ -198,8 +198,8 @@ def device_constant(xp, key, make, what, hint):
     nothing (so a CUDA graph can capture them). NumPy (the kernel emulator) gets ``make()``.
 
     Nothing waits for the GPU: the upload is queued on the current stream, and a call on
-    another stream before it has finished makes that stream wait for it on the device (or,
-    under capture, where an outside event cannot be waited for, waits on the host, once).
+    another stream before it is known to have finished makes that stream wait for it on
+    the device (under capture, through an external event wait, the form a capture allows).
     When the cache is full the devices are synchronized before it is emptied, so no queued
     kernel still reads a table whose memory is handed out again."""
     if xp is np:
@@ -224,14 +224,18 @@ def device_constant(xp, key, make, what, hint):
             _constants[full_key] = _Constant(table, event, stream.ptr)
         return table
     if not entry.ready and stream.ptr != entry.stream_ptr:
-        if entry.event.done:
-            entry.ready = True
-        elif stream.is_capturing():
-            entry.event.synchronize()
+        if stream.is_capturing():
+            # the event cannot be queried during a capture; the graph gets a node that
+            # waits for it (long passed, at a replay)
+            cupy.cuda.runtime.streamWaitEvent(stream.ptr, entry.event.ptr, _EVENT_WAIT_EXTERNAL)
+        elif entry.event.done:
             entry.ready = True
         else:
             stream.wait_event(entry.event)
     return entry.table
+
+
+_EVENT_WAIT_EXTERNAL = 0x1  # cudaEventWaitExternal
 
 
 # what the capture error of a list of images (whose table of pointers and sizes is made on
