@@ -364,6 +364,26 @@ _EMPTY_GRAPH = pytest.mark.filterwarnings("ignore:The CUDA Graph is empty")
 
 
 @pytest.mark.gpu
+def test_readme_graph_example():
+    """README's CUDA graphs example, at a smaller size."""
+    rng = np.random.default_rng(13)
+    next_frames = torch.from_numpy(random_image(rng, (3, 108, 192, 3), np.uint8)).cuda()
+    frames = torch.empty((3, 108, 192, 3), dtype=torch.uint8, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        cupyprep.preprocess(frames, (64, 64))
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        batch, meta = cupyprep.preprocess(frames, (64, 64))
+    frames.copy_(next_frames)
+    graph.replay()
+    want, _ = cupyprep.preprocess(next_frames.cpu().numpy(), (64, 64))
+    np.testing.assert_array_equal(batch.cpu().numpy(), want)
+
+
+@pytest.mark.gpu
 @_EMPTY_GRAPH
 @pytest.mark.parametrize("case", _UNCAPTURABLE, ids=[c[0] for c in _UNCAPTURABLE])
 def test_host_tables_under_capture_name_the_argument(case):
