@@ -188,12 +188,13 @@ def _resize(img, size, interpolation, layout, out, scale=None):
             if kernel == "area_fast":
                 extra = tuple(i32(p) for p in params)
             elif kernel == "area_weighted":
-                # per geometry, kept on the device
-                extra = tuple(_arrays.device_constant(
+                # (first source, count, offset) and weights per axis, kept on the device
+                (xtab, xw), (ytab, yw) = (_arrays.device_constant(
                     call.xp, ("area", n, d, s), lambda n=n, d=d, s=s: _area_table(n, d, s),
                     "the area resize's tables", "make one call of the same sizes before the "
-                    "capture (its tables then stay on the device)")[k]
-                    for n, d, s in ((geo.w, dw, scale_x), (geo.h, dh, scale_y)) for k in (0, 1))
+                    "capture (its tables then stay on the device)")
+                    for n, d, s in ((geo.w, dw, scale_x), (geo.h, dh, scale_y)))
+                extra = (xtab, xw, ytab, yw)
             else:
                 # OpenCV's inv_scale: dst / src, or cv2compat's fx / fy (as 1 / step)
                 extra = (np.float64(1.0 / scale[0] if scale else dh / geo.h),
