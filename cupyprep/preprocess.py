@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _arrays, _kernels, _validate, cpu
-from .geometry import C_TYPES, _is_dense, launch_3d
+from .detection import _rows as _coord_rows
+from .geometry import C_TYPES, _is_dense, launch_1d, launch_3d
 
 __all__ = ["preprocess", "PreprocessMeta", "MODES"]
 
@@ -136,7 +137,14 @@ class PreprocessMeta:
         ``coords``: boxes ``(..., 4)`` as xyxy or points ``(..., 2)`` as xy; numpy, cupy or
         torch. Shaped ``(N, K, 4|2)`` (one row of K per image), or a list of N arrays
         ``(K_i, 4|2)``, or ``(K, 4|2)`` with ``image_index`` (K,) naming each row's image.
-        ``clip`` limits results to the original image.
+        ``clip`` limits results to the original image. The result is the coordinates' float
+        dtype (float64 for integers).
+
+        On the GPU this is one kernel launch that waits for nothing: a device
+        ``image_index`` is read where it is (a row whose index is outside [0, N) comes out
+        NaN; a host one is checked and refused), and the geometry of up to 64 images goes
+        to the kernel by value (a CUDA graph can capture the call; beyond 64 images, or
+        with a host ``image_index``, a table is copied per call).
         """
         return self._map(coords, image_index, inverse=True, clip=clip)
 
@@ -147,43 +155,137 @@ class PreprocessMeta:
     # device coords: computed on their device and stream, as the ops run (a list's arrays
     # each by the recursive call)
     @_arrays.on_input_device
-    def _map(self, coords, image_index, inverse, clip):
+    def _map(self, coords, image_index, inverse, clip, image0=None):
         if isinstance(coords, (list, tuple)):
             if len(coords) != len(self):
                 raise ValueError(f"coords: expected a list of {len(self)} arrays, got {len(coords)}")
-            return [self._map(c, np.full(_rows(c), i), inverse, clip) for i, c in enumerate(coords)]
+            return [self._map(c, None, inverse, clip, image0=i) for i, c in enumerate(coords)]
         width = coords.shape[-1]
         if width not in (2, 4):
             raise ValueError(f"coords: expected a last axis of 4 (xyxy) or 2 (xy), got {_arrays.describe(coords)}")
-        # per-image parameters as (x, y) pairs laid along the last axis
-        sx, sy = self.scale[:, 1], self.scale[:, 0]
-        ox, oy = self.offset[:, 1], self.offset[:, 0]
-        limit_x = (self.orig_size if inverse else np.array([self.size] * len(self)))[:, 1]
-        limit_y = (self.orig_size if inverse else np.array([self.size] * len(self)))[:, 0]
-        reps = width // 2
-        mul = np.stack([sx, sy] * reps, axis=1)
-        add = np.stack([ox, oy] * reps, axis=1)
-        hi = np.stack([limit_x, limit_y] * reps, axis=1).astype(np.float64)
+        if image_index is not None or image0 is not None:
+            if coords.ndim != 2:
+                raise ValueError(f"coords: expected shape (K, {width}) with image_index, got "
+                                 f"{tuple(coords.shape)}")
+        elif coords.ndim != 3 or coords.shape[0] != len(self):
+            raise ValueError(f"coords: expected shape ({len(self)}, K, {width}) or image_index, "
+                             f"got {tuple(coords.shape)}")
+        table = self._table(inverse)
+        call = _arrays.prepare(coords, "coords")
+        dtype = _map_dtype(coords)
+        if call.device and dtype is not None:
+            return self._map_kernel(call, table, image_index, image0, dtype, inverse, clip)
+        # the CPU backend (and bfloat16 tensors)
+        idx = None
+        if image0 is not None:
+            idx = np.full(coords.shape[0], image0)
+        elif image_index is not None:
+            idx = self._host_index(image_index, coords.shape[0])
+        return _map_expression(coords, table, idx, inverse, clip)
+
+    def _table(self, inverse):
+        """Per image, float64 (mul x, mul y, add x, add y, hi x, hi y) of the mapping."""
+        limits = self.orig_size if inverse else np.array([self.size] * len(self))
+        return np.stack([self.scale[:, 1], self.scale[:, 0], self.offset[:, 1], self.offset[:, 0],
+                         limits[:, 1], limits[:, 0]], axis=1).astype(np.float64)
+
+    def _host_index(self, image_index, k):
+        """A host ``image_index``: (k,) integers in [0, N), else a ValueError naming it."""
+        idx = np.asarray(_arrays.to_host(image_index))
+        if idx.shape != (k,) or (idx.size and idx.dtype.kind not in "iu"):
+            raise ValueError(f"image_index: expected ({k},) integers (one per row of coords), got "
+                             f"shape {idx.shape} dtype {idx.dtype}")
+        if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
+            raise ValueError(f"image_index: expected values in [0, {len(self)}), got "
+                             f"{idx.min()}..{idx.max()}")
+        return idx.astype(np.int64)
+
+    def _map_kernel(self, call, table, image_index, image0, dtype, inverse, clip):
+        """One launch of boxes.cu's cupyprep_map_coords; a device ``image_index`` is read
+        where it is (not back on the host: a row whose index is outside [0, N) is NaN)."""
+        arr = call.array
+        xp = call.xp
+        if arr.dtype != dtype:
+            arr = arr.astype(dtype)
+        view, A, P, st = _coord_rows(arr, "coords")
+        index = None
         if image_index is not None:
-            idx = _arrays.to_host(image_index).astype(np.int64)
-            if coords.ndim != 2 or idx.shape != (coords.shape[0],):
-                raise ValueError(f"image_index: expected shape ({coords.shape[0]},) for coords "
-                                 f"of shape {tuple(coords.shape)}, got {idx.shape}")
-            mul, add, hi = mul[idx], add[idx], hi[idx]
+            k = arr.shape[0]
+            other = _arrays.prepare(image_index, "image_index")
+            if other.device and other.kind == call.kind and (
+                    call.kind == "numpy" or _arrays._device_id(other.array) == _arrays._device_id(arr)):
+                index = other.array
+                if index.shape != (k,) or (index.size and index.dtype.kind not in "iu"):
+                    raise ValueError(f"image_index: expected ({k},) integers (one per row of coords), "
+                                     f"got {_arrays.describe(image_index)}")
+                index = xp.ascontiguousarray(index, dtype=np.int64)
+            else:
+                index = _arrays.upload(xp, self._host_index(image_index, k), "image_index",
+                                       "pass it on the coordinates' device")
+        n = len(self)
+        values = table.astype(dtype)
+        if n <= _MAP_IMAGES:  # by value
+            small = np.zeros((), _map_table_dtype(dtype))
+            small["v"][:values.size] = values.reshape(-1)
+            tab, small = None, small[()]
         else:
-            if coords.ndim != 3 or coords.shape[0] != len(self):
-                raise ValueError(f"coords: expected shape ({len(self)}, K, {width}) or image_index, "
-                                 f"got {tuple(coords.shape)}")
-            mul, add, hi = mul[:, None], add[:, None], hi[:, None]
-        mul, add, hi = (_like(coords, a) for a in (mul, add, hi))
-        out = (coords - add) / mul if inverse else coords * mul + add
-        if clip:
-            out = _clip(out, hi)
-        return out
+            tab = _arrays.upload(xp, values, "meta: its per-image geometry",
+                                 f"above {_MAP_IMAGES} images it is copied per call; map the "
+                                 "coordinates outside the capture")
+            small = np.zeros((), _map_table_dtype(dtype))[()]
+        native, out = call.output(None, arr.shape, dtype)
+        expr = (f"cupyprep_map_coords<{_MAP_TYPES[np.dtype(dtype)]}, {arr.shape[-1]}, "
+                f"{'true' if inverse else 'false'}, {'true' if clip else 'false'}>")
+        launch_1d(_kernels.get_function("boxes.cu", expr), A * P, (
+            view, np.int64(P), *st, index, np.int64(0 if image0 is None else image0),
+            np.int64(n), tab, small, out, np.int64(A * P)))
+        return native
 
 
-def _rows(c):
-    return c.shape[0]
+def _map_expression(coords, table, idx, inverse, clip):
+    """The mapping as array expressions on ``coords`` (numpy, cupy or torch; the CPU
+    backend's form and the kernel's specification): ``table`` from ``_table``; ``idx`` the
+    (K,) host image of each row of (K, W) coords, or None for (N, K, W) coords. The table
+    is rounded to the coordinates' float dtype, each operation then rounded on its own."""
+    reps = coords.shape[-1] // 2
+    mul, add, hi = (np.tile(table[:, 2 * j:2 * j + 2], reps) for j in range(3))
+    if idx is not None:
+        mul, add, hi = mul[idx], add[idx], hi[idx]
+    else:
+        mul, add, hi = mul[:, None], add[:, None], hi[:, None]
+    mul, add, hi = (_like(coords, a) for a in (mul, add, hi))
+    out = (coords - add) / mul if inverse else coords * mul + add
+    return _clip(out, hi) if clip else out
+
+
+_MAP_IMAGES = 64  # kernels/boxes.cu kMapImages: images whose geometry goes by value
+_MAP_TYPES = {np.dtype(np.float16): "cp_half", np.dtype(np.float32): "float",
+              np.dtype(np.float64): "double"}
+
+
+def _map_table_dtype(dtype):
+    """boxes.cu's MapTable<T>: kMapImages rows of six values of ``dtype``."""
+    return np.dtype([("v", dtype, (_MAP_IMAGES * 6,))])
+
+
+def _map_variants():
+    return [f"cupyprep_map_coords<{t}, {w}, {i}, {c}>" for t in _MAP_TYPES.values() for w in (2, 4)
+            for i in ("false", "true") for c in ("false", "true")]
+
+
+_kernels.register_variants("meta", "boxes.cu", _map_variants)
+
+
+def _map_dtype(coords):
+    """The mapping's float dtype for ``coords`` (its own float dtype, float64 for integers),
+    or None where the kernel has none (bfloat16)."""
+    if _arrays._is_torch(coords):
+        if coords.is_floating_point():
+            dt = _arrays._NUMPY_DTYPES().get(coords.dtype)
+            return dt if dt is not None and np.dtype(dt) in _MAP_TYPES else None
+        return np.dtype(np.float64)
+    dt = np.dtype(coords.dtype)
+    return dt if dt.kind == "f" and dt in _MAP_TYPES else (np.dtype(np.float64) if dt.kind in "iub" else None)
 
 
 def _like(ref, a):

@@ -241,3 +241,88 @@ __global__ void cupyprep_decode_yolo_tiles(const T* __restrict__ pred, cp::i64 A
         __syncthreads();  // the tile is read before the next image's loads
     }
 }
+
+// PreprocessMeta's coordinate mapping (to_original / to_network) of (A, P, W) coordinates,
+// W = 4 (xyxy) or 2 (xy): x values (even k) and y values (odd k) of a row of image n map
+// as (c - add) / mul (INVERSE) or c * mul + add, then with CLIP to NumPy's
+// minimum(maximum(v, 0), hi); each operation rounded on its own in T (float16: computed in
+// float32 and rounded back, as NumPy's float16 arithmetic). Image n's six values (mul x,
+// mul y, add x, add y, hi x, hi y), already rounded to T, come from `table` (N rows), or
+// where it is NULL from `small`, passed by value (up to kMapImages images: nothing to
+// upload, and a CUDA graph keeps them). Row r's image is index[r] where `index` is given
+// (an index outside [0, N) makes the row NaN), else image0 + r / P.
+constexpr int kMapImages = 64;
+
+template <typename T>
+struct MapTable {
+    T v[kMapImages * 6];
+};
+
+namespace {
+
+template <typename T> struct Arith { typedef float type; };
+template <> struct Arith<double> { typedef double type; };
+
+template <typename T> __device__ __forceinline__ typename Arith<T>::type widen(T v) {
+    return cp::to_float(v);
+}
+template <> __device__ __forceinline__ double widen<double>(double v) { return v; }
+
+template <typename T> __device__ __forceinline__ T narrow(typename Arith<T>::type v) {
+    return cp::from_float<T>(v);
+}
+template <> __device__ __forceinline__ double narrow<double>(double v) { return v; }
+
+// one operation's result in T
+template <typename T> __device__ __forceinline__ float rounded(float v) { return in_dtype<T>(v); }
+template <typename T> __device__ __forceinline__ double rounded(double v) { return v; }
+
+__device__ __forceinline__ float sub_rn(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ double sub_rn(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ float div_rn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double div_rn(double a, double b) { return __ddiv_rn(a, b); }
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ double np_maximum(double a, double b) { return (a >= b || a != a) ? a : b; }
+__device__ __forceinline__ double np_minimum(double a, double b) { return (a <= b || a != a) ? a : b; }
+
+template <typename F> __device__ __forceinline__ F quiet_nan();
+template <> __device__ __forceinline__ float quiet_nan<float>() { return __int_as_float(0x7FC00000); }
+template <> __device__ __forceinline__ double quiet_nan<double>() {
+    return __longlong_as_double(0x7FF8000000000000LL);
+}
+
+}  // namespace
+
+template <typename T, int W, bool INVERSE, bool CLIP>
+__global__ void cupyprep_map_coords(const T* __restrict__ src, cp::i64 P, cp::i64 s_a, cp::i64 s_p,
+                                    cp::i64 s_k, const long long* __restrict__ index,
+                                    cp::i64 image0, cp::i64 n_images, const T* __restrict__ table,
+                                    const __grid_constant__ MapTable<T> small,
+                                    T* __restrict__ dst, cp::i64 rows) {
+    typedef typename Arith<T>::type F;
+    const T* tab = table ? table : small.v;
+    const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
+    for (cp::i64 r = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += stride) {
+        const T* p = src + row_offset(r, P, s_a, s_p);
+        T* q = dst + W * r;
+        const cp::i64 n = index ? (cp::i64)index[r] : image0 + r / P;
+        if (n < 0 || n >= n_images) {
+#pragma unroll
+            for (int k = 0; k < W; ++k) q[k] = narrow<T>(quiet_nan<F>());
+            continue;
+        }
+        const T* m = tab + 6 * n;
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+            const F mul = widen(m[k & 1]), add = widen(m[2 + (k & 1)]);
+            const F c = widen(p[k * s_k]);
+            F v = INVERSE ? rounded<T>(div_rn(rounded<T>(sub_rn(c, add)), mul))
+                          : rounded<T>(add_rn(rounded<T>(mul_rn(c, mul)), add));
+            if (CLIP) v = np_minimum(np_maximum(v, (F)0), widen(m[4 + (k & 1)]));
+            q[k] = narrow<T>(v);
+        }
+    }
+}

@@ -98,6 +98,26 @@ def kernels(request):
         yield side
 
 
+POISON = -31337.0  # no op with a poisoned_outputs test makes it from its inputs
+
+
+@pytest.fixture
+def poisoned_outputs(monkeypatch):
+    """Every float array an op allocates for its result starts as POISON, so an element a
+    kernel leaves unwritten shows (for ops that take no ``out``)."""
+    from cupyprep import _arrays
+
+    allocate = _arrays.Prepared.output
+
+    def output(self, out, shape, dtype, name="out"):
+        native, view = allocate(self, out, shape, dtype, name)
+        if out is None and np.dtype(dtype).kind == "f":
+            view.fill(POISON)
+        return native, view
+
+    monkeypatch.setattr(_arrays.Prepared, "output", output)
+
+
 @pytest.fixture
 def torch_cuda():
     """torch with CUDA (the test is skipped without it)."""

@@ -88,6 +88,8 @@ def post_ops():
         ("meta_to_original", (rng.uniform(0, 64, (2, 5, 4)).astype(np.float32),), _META.to_original),
         ("meta_to_network_list", (rng.uniform(0, 40, (3, 4)), rng.uniform(0, 40, (2, 4))),
          lambda a, b: _META.to_network([a, b], clip=True)),
+        ("meta_to_original_index", (rng.uniform(0, 64, (7, 2)).astype(np.float32), rng.integers(0, 2, 7)),
+         lambda c, i: _META.to_original(c, image_index=i)),
         ("transform_points", (rng.uniform(0, 50, (3, 5, 2)), rot), cupyprep.transform_points),
         ("transform_points_perspective", (rng.uniform(0, 50, (3, 5, 2)), persp), cupyprep.transform_points),
     ]

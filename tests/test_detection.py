@@ -251,25 +251,6 @@ def test_decode_yolo():
 
 
 # --- box ops and decoders on kernels (emulated in CI, GPU with -m gpu) ------------------------------
-_POISON = -31337.0  # no box op makes it from the inputs below
-
-
-@pytest.fixture
-def poisoned_outputs(monkeypatch):
-    """Every float array an op allocates for its result starts as _POISON, so an element a
-    kernel leaves unwritten shows (the box ops take no ``out``)."""
-    prepared = det._arrays.Prepared
-    allocate = prepared.output
-
-    def output(self, out, shape, dtype, name="out"):
-        native, view = allocate(self, out, shape, dtype, name)
-        if out is None and np.dtype(dtype).kind == "f":
-            view.fill(_POISON)
-        return native, view
-
-    monkeypatch.setattr(prepared, "output", output)
-
-
 def odd_values(rng, shape, dtype, lo=-50.0, hi=150.0):
     """Random values with NaN, infinities, -0.0, zero-size and inverted boxes mixed in (and,
     as float16, values past its range that become infinities)."""

@@ -8,7 +8,7 @@ import pytest
 import cupyprep
 from conftest import random_image
 from cupyprep import _arrays, interop
-from op_cases import flat, image_ops, post_ops
+from op_cases import _META, flat, image_ops, post_ops
 
 torch = pytest.importorskip("torch")
 
@@ -248,6 +248,7 @@ def _sync_free_cases():
         "resize", "resize_cubic", "resize_area", "normalize", "swap_rb", "to_gray", "preprocess", "preprocess_ragged",
         "random_affine", "nms_large", "multiclass_nms", "roi_align", "roi_align_list", "nms_empty", "box_iou",
         "transform_points", "transform_points_perspective", "meta_to_original", "meta_to_network_list",
+        "meta_to_original_index",
         "box_convert", "clip_boxes", "decode_boxes", "decode_landmarks", "decode_yolo"}] + [
         ("decode_boxes_host_priors", by_name["decode_boxes"][1][:1],
          lambda l: cupyprep.decode_boxes(l, by_name["decode_boxes"][1][1])),
@@ -286,9 +287,8 @@ def test_sync_free_ops_do_not_wait_for_the_gpu(case):
 
 
 # the sync-free calls that copy a table from host memory at every call (a list's pointers,
-# host priors, a preprocessing's geometry), and what their error under capture names
-_UPLOADS_PER_CALL = {"preprocess_ragged": r"images \(a list\)", "decode_boxes_host_priors": "priors",
-                     "meta_to_original": "meta", "meta_to_network_list": "meta"}
+# host priors), and what their error under capture names
+_UPLOADS_PER_CALL = {"preprocess_ragged": r"images \(a list\)", "decode_boxes_host_priors": "priors"}
 # random_affine without a generator makes one, which torch refuses under capture
 _CAPTURED = [c for c in _SYNC_FREE if c[0] not in _UPLOADS_PER_CALL and c[0] != "random_affine"]
 
@@ -353,7 +353,14 @@ def _uncapturable_cases():
          lambda x: cupyprep.warp_affine(x, np.stack([rot] * 3), (40, 50)), r"M \(a batch of host matrices\)"),
         ("transform_points_host_matrix", (rng.uniform(0, 50, (5, 2)),),
          lambda p: cupyprep.transform_points(p, rot), "matrix"),
+        ("meta_host_image_index", (rng.uniform(0, 64, (6, 4)),),
+         lambda c: _META.to_original(c, image_index=np.array([0, 1, 1, 0, 1, 0])), "image_index"),
+        ("meta_of_many_images", (rng.uniform(0, 64, (65, 2, 4)),), lambda c: _MANY.to_original(c), "meta"),
     ]
+
+
+# a preprocessing of more images than boxes.cu takes by value
+_MANY = cupyprep.preprocess([np.zeros((9, 7 + i % 5, 3), np.uint8) for i in range(65)], (16, 16))[1]
 
 
 _UNCAPTURABLE = _uncapturable_cases()

@@ -110,6 +110,87 @@ def test_meta_round_trip_and_corners():
     np.testing.assert_allclose(as_list[0], [[0, 0, 1920, 1080]])
 
 
+def _metas():
+    """Letterboxed ragged sizes (a 1 x 1 image among them), center crops (negative offsets),
+    and 70 images (more than the kernel takes by value: its table is uploaded)."""
+    rng = np.random.default_rng(21)
+    sizes = [(1080, 1920), (300, 200), (1, 1), (640, 640), (37, 53)]
+    imgs = [np.zeros(s + (3,), np.uint8) for s in sizes]
+    metas = [cupyprep.preprocess(imgs, (320, 480))[1], cupyprep.preprocess(imgs, (64, 64), mode="center_crop")[1]]
+    many = [np.zeros((int(h), int(w), 3), np.uint8) for h, w in rng.integers(1, 90, (70, 2))]
+    return metas + [cupyprep.preprocess(many, (48, 40))[1]]
+
+
+def _coords(rng, shape, dtype):
+    """Coordinates around the canvas with NaN, infinities, -0.0 and far values mixed in."""
+    a = rng.uniform(-60, 700, shape)
+    flat = a.reshape(-1)
+    specials = [np.nan, np.inf, -np.inf, -0.0, 0.0, 7e4, 1e-30]
+    flat[::7][:len(specials)] = specials[:len(flat[::7])]
+    if np.dtype(dtype).kind in "iu":
+        return np.nan_to_num(a, posinf=900, neginf=-900).astype(dtype)
+    with np.errstate(over="ignore"):
+        return a.astype(dtype)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered")  # float16 past its range: inf, in both
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("width", [2, 4])
+def test_kernel_meta_mapping_equals_the_expressions(kernels, poisoned_outputs, dtype, width):
+    """PreprocessMeta.to_original / to_network in one kernel equal the CPU backend's array
+    expressions bit for bit (the table rounded to the coordinates' dtype, each operation on
+    its own), in every form: per image, a list, a host or device image_index, strided."""
+    from cupyprep.preprocess import _map_expression
+
+    rng = np.random.default_rng(22)
+    for meta in _metas():
+        n = len(meta)
+        coords = _coords(rng, (n, 6, width), dtype)
+        flat = coords.reshape(-1, width)
+        idx = rng.permutation(np.repeat(np.arange(n), 6))
+        strided = _coords(rng, (n, 12, 2 * width), dtype)[:, ::-2, ::2]
+        for inverse in (True, False):
+            table = meta._table(inverse)
+            fn = meta.to_original if inverse else meta.to_network
+            for clip in (False, True):
+                cases = [
+                    (fn(kernels.put(coords), clip=clip), _map_expression(coords, table, None, inverse, clip)),
+                    (fn(kernels.put(strided), clip=clip), _map_expression(strided, table, None, inverse, clip)),
+                    (fn(kernels.put(flat), image_index=idx, clip=clip),
+                     _map_expression(flat, table, idx, inverse, clip)),
+                    (fn(kernels.put(flat), image_index=kernels.put(idx), clip=clip),
+                     _map_expression(flat, table, idx, inverse, clip)),
+                ] + [(got, _map_expression(c, table, np.full(len(c), i), inverse, clip))
+                     for i, (got, c) in enumerate(zip(fn([kernels.put(c) for c in coords], clip=clip), coords))]
+                for got, want in cases:
+                    got = kernels.get(got)
+                    assert got.dtype == want.dtype and got.shape == want.shape
+                    np.testing.assert_array_equal(got, want)
+
+
+def test_kernel_meta_mapping_edges(kernels, poisoned_outputs):
+    """No rows, and a device image_index outside [0, N) (the row becomes NaN; a host one is
+    refused, naming it)."""
+    meta = _metas()[0]
+    got = kernels.get(meta.to_original(kernels.put(np.zeros((0, 4), np.float32)), image_index=np.zeros(0, int)))
+    assert got.shape == (0, 4) and got.dtype == np.float32
+    assert kernels.get(meta.to_original(kernels.put(np.zeros((5, 0, 2))))).shape == (5, 0, 2)
+    boxes = np.full((3, 4), 10.0, np.float32)
+    got = kernels.get(meta.to_original(kernels.put(boxes), image_index=kernels.put(np.array([0, 5, -1]))))
+    assert np.isfinite(got[0]).all() and np.isnan(got[1:]).all()
+    if kernels.name == "gpu":  # (under the emulator a NumPy index is a device one)
+        with pytest.raises(ValueError, match=r"image_index: expected values in \[0, 5\)"):
+            meta.to_original(kernels.put(boxes), image_index=np.array([0, 5, 1]))
+    with pytest.raises(ValueError, match="image_index: expected"):
+        meta.to_original(kernels.put(boxes), image_index=kernels.put(np.zeros(2, np.int64)))
+
+
+def test_cpu_meta_mapping_refuses_an_image_index_out_of_range():
+    meta = _metas()[0]
+    with pytest.raises(ValueError, match=r"image_index: expected values in \[0, 5\), got -1..1"):
+        meta.to_original(np.zeros((3, 4)), image_index=np.array([0, -1, 1]))
+
+
 @pytest.mark.parametrize(
     "call, exc, words",
     [
