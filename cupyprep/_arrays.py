@@ -157,6 +157,20 @@ def to_host(x) -> np.ndarray:
     return np.asarray(x)
 
 
+def read_back(x, what, hint):
+    """``to_host(x)`` of a device value an op needs on the host (a count, a flag). Under CUDA
+    graph capture, where a read back would invalidate the capture (torch then reports that
+    at its end without naming the cause), a ``ValueError`` instead: "``what`` is read back
+    to the host by this call, ...; ``hint``"."""
+    if not isinstance(x, (np.ndarray, np.generic)):
+        import cupy
+
+        if cupy.cuda.get_current_stream().is_capturing():
+            raise ValueError(f"{what} is read back to the host by this call, which a CUDA graph "
+                             f"cannot capture; {hint}")
+    return to_host(x)
+
+
 def upload(xp, a, what, hint, dtype=None):
     """Host ``a`` on the current device as a ``xp`` array (NumPy under the kernel emulator:
     as it is). The copy goes through CuPy, which stages it through page-locked memory and

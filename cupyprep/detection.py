@@ -226,7 +226,10 @@ def _nms_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
         passing = scores >= np.float32(score_threshold)
         if best:
             passing = passing.any(axis=-1)
-        Kc = max(1, min(Kc, int(passing.reshape(B, -1).sum(axis=1).max())))
+        Kc = max(1, min(Kc, int(_arrays.read_back(
+            passing.reshape(B, -1).sum(axis=1).max(),
+            "the count of candidates passing score_threshold (without top_k their mask would "
+            "pass 1 GiB)", "pass top_k"))))
     need = _mask_bytes(B, Kc)
     if call.xp is not np and need > _MASK_BUDGET:
         total_memory = call.xp.cuda.runtime.memGetInfo()[1]
@@ -328,7 +331,8 @@ def _finish(ids, counts, return_count):
     counts_native, counts_view = counts
     if return_count:
         return ids_native[0], counts_native[0]
-    k = int(_arrays.to_host(counts_view)[0])  # the one 8-byte device-to-host read
+    k = int(_arrays.read_back(counts_view, "the number of boxes kept",  # the one 8-byte read
+                              "pass return_count=True (a padded result and its count, on the device)")[0])
     return ids_native[0, :k]
 
 
@@ -493,7 +497,7 @@ class Detections(NamedTuple):
         """The valid detections of every image concatenated, image by image (one read of
         ``counts`` from the device, on the stream the ops use)."""
         with _arrays.prepare(self.counts, "counts").launch():  # device and stream as the ops'
-            counts = _arrays.to_host(self.counts).astype(np.int64)
+            counts = _arrays.read_back(self.counts, "counts", "flatten outside the capture").astype(np.int64)
             B, D = self.classes.shape[:2]
             sel = (np.arange(D)[None, :] < counts[:, None]).reshape(-1)
             image = np.repeat(np.arange(B, dtype=np.int64), counts)

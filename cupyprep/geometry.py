@@ -344,7 +344,7 @@ def _invert_affine(m, xp, singular=None):
         i00, i11, i01, i10 = e * det, a * det, b * -det, d * -det
         return np.array([[i00, i01, -i00 * c - i01 * f], [i10, i11, -i10 * c - i11 * f]])
     d = m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
-    if singular is not None and bool(xp.any(d == 0)):
+    if singular is not None and bool(_arrays.read_back(xp.any(d == 0), *_SINGULARITY_READ)):
         raise singular()
     d = xp.where(d != 0, 1.0 / xp.where(d != 0, d, 1.0), 0.0)
     a11, a22 = m[..., 1, 1] * d, m[..., 0, 0] * d
@@ -475,7 +475,8 @@ def _similarity_on_device(xp, src, dst, name="src", inverse=False):
     flags = xp.zeros(1, np.int32)
     fn = _kernels.get_function("warp.cu", _SIMILARITY_KERNEL)
     launch_1d(fn, n, (src, steps[0], dst, steps[1], np.int32(n), np.int32(k), mats, inv, flags))
-    found = int(flags[0]) if n else 0
+    found = int(_arrays.read_back(flags, f"{name}: the fit's check (coinciding points, a singular fit)",
+                                  "make this call outside the capture")[0]) if n else 0
     if found & 1:
         raise ValueError(f"{name}: all points coincide; no similarity is defined")
     if found & 2:
@@ -665,7 +666,7 @@ def _inverse(m, perspective, inverse_map, name):
     if not perspective:
         return _invert_affine(m, xp, lambda: _singular_affine(name))
     det = xp.linalg.det(m)
-    if bool(xp.any(det == 0)):
+    if bool(_arrays.read_back(xp.any(det == 0), *_SINGULARITY_READ)):
         raise ValueError(f"{name}: singular perspective matrix (determinant 0) cannot be inverted")
     if xp is np:
         # cv2.warpPerspective inverts with cv::invert (LU); use it where it is at hand
@@ -687,6 +688,11 @@ def _mat_value(m):
     value = np.zeros((), _MAT9)
     value["v"][:m.size] = m.reshape(-1)
     return value[()]
+
+
+# what a singularity test of device matrices says under CUDA graph capture
+_SINGULARITY_READ = ("the device matrices' singularity test",
+                     "for a warp, pass destination-to-source matrices with inverse_map=True")
 
 
 def _singular_affine(name):
@@ -942,7 +948,9 @@ def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFAC
         lm = xp.asarray(lm, dtype=xp.float64)
         if lm.ndim != 3 or lm.shape[1:] != tmpl.shape:
             raise ValueError(f"landmarks: expected shape (F, {tmpl.shape[0]}, 2), got {_arrays.describe(lm)}")
-        idx = _arrays.to_host(_unwrap(image_index)[0]) if not isinstance(image_index, (list, tuple)) else np.asarray(image_index)
+        idx = _arrays.read_back(_unwrap(image_index)[0], "image_index", "align_faces reads it (and its fits' "
+                                "check) back: call it outside the capture") \
+            if not isinstance(image_index, (list, tuple)) else np.asarray(image_index)
         idx = np.asarray(idx)
         if idx.shape != (lm.shape[0],) or (idx.size and idx.dtype.kind not in "iu"):
             raise ValueError(f"image_index: expected ({lm.shape[0]},) integers, got shape {idx.shape} "
@@ -954,7 +962,9 @@ def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFAC
         if lm.shape[0] == 0:
             mats = inv = xp.zeros((0, 2, 3))
         elif call.device:  # the fit and its inverse in one launch
-            mats, inv = _similarity_on_device(xp, lm, xp.asarray(tmpl), "landmarks", inverse=True)
+            tmpl = _arrays.upload(xp, tmpl, "template", "align_faces also reads its fits' check "
+                                  "back: call it outside the capture")
+            mats, inv = _similarity_on_device(xp, lm, tmpl, "landmarks", inverse=True)
         else:
             mats = _similarity_numpy(lm, tmpl, "landmarks")
             inv = _invert_affine(mats, np, lambda: _singular_fit("landmarks"))

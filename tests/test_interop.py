@@ -356,6 +356,32 @@ def _uncapturable_cases():
         ("meta_host_image_index", (rng.uniform(0, 64, (6, 4)),),
          lambda c: _META.to_original(c, image_index=np.array([0, 1, 1, 0, 1, 0])), "image_index"),
         ("meta_of_many_images", (rng.uniform(0, 64, (65, 2, 4)),), lambda c: _MANY.to_original(c), "meta"),
+    ] + _read_back_cases()
+
+
+def _read_back_cases():
+    """Calls that read a value back from the device (README's list), and what their error
+    under capture names."""
+    by_name = {name: (inputs, op) for name, inputs, op in _OP_CASES}
+    rng = np.random.default_rng(14)
+    imgs = random_image(rng, (3, 40, 50, 3), np.uint8)
+    rots = cupyprep.get_rotation_matrix_2d(np.tile([25.0, 20.0], (3, 1)), np.array([10.0, -30.0, 75.0]), 1.0)
+    persp = np.tile(np.eye(3), (3, 1, 1))
+    persp[:, 2, :2] = 1e-3
+    kept = "the number of boxes kept"
+    return [
+        ("nms", by_name["nms_small"][0], lambda b, s: cupyprep.nms(b, s, 0.5), kept),
+        ("batched_nms", by_name["batched_nms"][0], lambda b, s, c: cupyprep.batched_nms(b, s, c, 0.5), kept),
+        ("multiclass_nms_count", by_name["multiclass_nms"][0],  # the test shrinks the mask budget
+         lambda b, s: cupyprep.multiclass_nms(b, s, score_threshold=0.2), "the count of candidates"),
+        ("flatten", by_name["multiclass_nms_flat"][0], by_name["multiclass_nms_flat"][1], "counts"),
+        ("warp_affine_device_matrices", (imgs, rots), lambda x, m: cupyprep.warp_affine(x, m, (40, 50)),
+         "the device matrices' singularity test"),
+        ("warp_perspective_device_matrices", (imgs, persp),
+         lambda x, m: cupyprep.warp_perspective(x, m, (40, 50)), "the device matrices' singularity test"),
+        ("align_faces_device_index", by_name["align_faces"][0], by_name["align_faces"][1], "image_index"),
+        ("align_faces_host_index", by_name["align_faces"][0][:2],
+         lambda x, lm: cupyprep.align_faces(x, lm, [0, 2, 1, 2]), "template"),
     ]
 
 
@@ -393,11 +419,16 @@ def test_readme_graph_example():
 @pytest.mark.gpu
 @_EMPTY_GRAPH
 @pytest.mark.parametrize("case", _UNCAPTURABLE, ids=[c[0] for c in _UNCAPTURABLE])
-def test_host_tables_under_capture_name_the_argument(case):
-    """A call that copies a table from host memory at every call raises, under capture, a
-    ValueError naming the argument it comes from, before the copy (which would invalidate
-    the capture); the capture then ends cleanly and CUDA stays usable."""
+def test_host_copies_and_read_backs_under_capture_name_what(case, monkeypatch):
+    """A call that copies a table from host memory at every call, or reads a value back,
+    raises under capture a ValueError naming what it copies or reads (and how to avoid
+    it), before the copy or read (which would invalidate the capture); the capture then
+    ends cleanly and CUDA stays usable."""
+    from cupyprep import detection
+
     name, inputs, op, what = case
+    if name == "multiclass_nms_count":
+        monkeypatch.setattr(detection, "_MASK_BUDGET", 0)  # it counts the candidates first
     args = [torch.from_numpy(np.asarray(a)).cuda() for a in inputs]
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
