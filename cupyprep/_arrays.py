@@ -163,12 +163,18 @@ def read_back(x, what, hint):
     at its end without naming the cause), a ``ValueError`` instead: "``what`` is read back
     to the host by this call, ...; ``hint``"."""
     if not isinstance(x, (np.ndarray, np.generic)):
-        import cupy
-
-        if cupy.cuda.get_current_stream().is_capturing():
-            raise ValueError(f"{what} is read back to the host by this call, which a CUDA graph "
-                             f"cannot capture; {hint}")
+        refuse_under_capture(what, hint)
     return to_host(x)
+
+
+def refuse_under_capture(what, hint):
+    """:func:`read_back`'s error, raised now if the current stream is capturing (for work
+    before the read that cannot be captured either)."""
+    import cupy
+
+    if cupy.cuda.get_current_stream().is_capturing():
+        raise ValueError(f"{what} is read back to the host by this call, which a CUDA graph "
+                         f"cannot capture; {hint}")
 
 
 def upload(xp, a, what, hint, dtype=None):

@@ -665,6 +665,8 @@ def _inverse(m, perspective, inverse_map, name):
         return m
     if not perspective:
         return _invert_affine(m, xp, lambda: _singular_affine(name))
+    if xp is not np:  # (CuPy's det calls cuBLAS, which a capture refuses too)
+        _arrays.refuse_under_capture(*_SINGULARITY_READ)
     det = xp.linalg.det(m)
     if bool(_arrays.read_back(xp.any(det == 0), *_SINGULARITY_READ)):
         raise ValueError(f"{name}: singular perspective matrix (determinant 0) cannot be inverted")
