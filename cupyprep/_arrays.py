@@ -178,8 +178,9 @@ def refuse_under_capture(what, hint):
 
 
 def upload(xp, a, what, hint, dtype=None):
-    """Host ``a`` on the current device as a ``xp`` array (NumPy under the kernel emulator:
-    as it is). The copy goes through CuPy, which stages it through page-locked memory and
+    """``a`` on the current device as a ``xp`` array of ``dtype``: host data copied there,
+    an ``xp`` array (already on the device) as it is, or converted there; NumPy under the
+    kernel emulator, as it is. The copy goes through CuPy, which stages it through page-locked memory and
     copies asynchronously on the current stream (the launch context's), where
     ``torch.as_tensor`` from NumPy onto the device would wait for that stream to drain.
 
@@ -187,8 +188,8 @@ def upload(xp, a, what, hint, dtype=None):
     invalidated, and torch reports that at its end without naming the cause): under
     capture this raises a ``ValueError`` instead, "``what`` is copied from host memory ...;
     ``hint``", ``what`` naming the argument the data come from."""
-    if xp is np:
-        return np.asarray(a, dtype=dtype)
+    if xp is np or isinstance(a, xp.ndarray):
+        return xp.asarray(a, dtype=dtype)
     import cupy
 
     if cupy.cuda.get_current_stream().is_capturing():
@@ -258,10 +259,11 @@ def device_constant(xp, key, make, what, hint):
 _EVENT_WAIT_EXTERNAL = 0x1  # cudaEventWaitExternal
 
 
-# what the capture error of a list of images (whose table of pointers and sizes is made on
-# the host at every call) suggests instead
-RAGGED = "images (a list): its table of pointers and sizes"
-RAGGED_HINT = "pass one (N, H, W, C) batch, or make this call outside the capture"
+def upload_ragged(xp, a):
+    """:func:`upload` of a per-image table of a list of images (made on the host at every
+    call)."""
+    return upload(xp, a, "images (a list): its table of pointers and sizes",
+                  "pass one (N, H, W, C) batch, or make this call outside the capture")
 
 
 def upload_like(ref, a, dtype, what, hint):
@@ -343,6 +345,18 @@ class Prepared:
                     f"{name}: expected an array on device {mine} like the image, "
                     f"got one on device {theirs}"
                 )
+        return other.array
+
+    def sibling(self, x, name):
+        """Another argument's array where the kernels can read it as it is (the same kind
+        as the main input, on its device; under the emulator, NumPy), else None."""
+        if not self.device:
+            return None
+        other = prepare(x, name)
+        if other.kind != self.kind or not other.device:
+            return None
+        if self.kind != "numpy" and _device_id(other.array) != _device_id(self.array):
+            return None
         return other.array
 
     # -- launching ----------------------------------------------------------------------

@@ -153,9 +153,8 @@ def get_function(filename: str, name_expression: str):
     return _cuda_function(filename, name_expression)
 
 
-def pointer_table(arrays, xp, what):
-    """A device array of pointers to ``arrays`` (for kernels over ragged batches); ``what``
-    names them in the error raised under CUDA graph capture (``_arrays.upload``)."""
+def pointer_table(arrays, xp):
+    """A device array of pointers to ``arrays`` (for kernels over ragged batches)."""
     if _emulators:
         from .testing import PointerTable
 
@@ -164,8 +163,25 @@ def pointer_table(arrays, xp, what):
 
     from . import _arrays
 
-    return _arrays.upload(xp, np.array([a.data.ptr for a in arrays], dtype=np.uint64), what,
-                          _arrays.RAGGED_HINT)
+    return _arrays.upload_ragged(xp, np.array([a.data.ptr for a in arrays], dtype=np.uint64))
+
+
+def by_value(values, dtype, count):
+    """``values`` (at most ``count`` of them) as a kernel parameter of type
+    ``struct { T v[count]; }`` passed by value, ``T`` the C type of ``dtype``: a NumPy
+    structured scalar, zeros after the values."""
+    import numpy as np
+
+    arg = np.zeros((), _struct_dtype(np.dtype(dtype), count))
+    arg["v"][:np.size(values)] = np.ravel(values)
+    return arg[()]
+
+
+@functools.lru_cache(maxsize=None)
+def _struct_dtype(dtype, count):
+    import numpy as np
+
+    return np.dtype([("v", dtype, (count,))])
 
 
 def emulating() -> bool:

@@ -797,12 +797,7 @@ def _priors_for(call, priors, n):
     """``priors`` (n, 4) for a decoder of ``call``'s input: priors on the input's device,
     of its kind, are used where they are (not read back to the host); others as float32
     NumPy (uploaded by the decoder)."""
-    p = None
-    if call.device and call.kind != "numpy":
-        other = _arrays.prepare(priors, "priors")
-        if (other.kind == call.kind and other.device
-                and _arrays._device_id(other.array) == _arrays._device_id(call.array)):
-            p = other.array
+    p = call.sibling(priors, "priors")
     if p is None:
         p = np.asarray(_arrays.to_host(priors), np.float32)
     if p.ndim != 2 or p.shape != (n, 4):
@@ -886,10 +881,8 @@ def _device_priors(call, priors):
     """The decoders' priors as a contiguous float32 array on the call's device: host
     priors are uploaded on the launch stream; device priors that are contiguous float32
     already are used as they are."""
-    xp = call.xp
-    if isinstance(priors, np.ndarray):
-        priors = _arrays.upload(xp, priors, "priors", "pass them on the input's device", np.float32)
-    return xp.ascontiguousarray(xp.asarray(priors, dtype=np.float32))
+    return call.xp.ascontiguousarray(
+        _arrays.upload(call.xp, priors, "priors", "pass them on the input's device", np.float32))
 
 
 def encode_boxes(boxes, priors, variances=(0.1, 0.2)):

@@ -505,10 +505,8 @@ def transform_points(points, matrix):
     m, _ = _unwrap(matrix)
     xp = _xp_of(pts, m)
     hint = "pass it on the other argument's device"
-    pts = xp.asarray(_arrays.upload(xp, pts, "points", hint) if isinstance(pts, np.ndarray) else pts,
-                     dtype=xp.float64)
-    m = xp.asarray(_arrays.upload(xp, m, "matrix", hint) if isinstance(m, np.ndarray) else m,
-                   dtype=xp.float64)
+    pts = _arrays.upload(xp, pts, "points", hint, np.float64)
+    m = _arrays.upload(xp, m, "matrix", hint, np.float64)
     if m.shape[-1] != 3 or m.shape[-2] not in (2, 3) or m.ndim not in (2, 3):
         raise ValueError(f"matrix: expected shape (2, 3), (3, 3) or (N, 2|3, 3), got {_arrays.describe(m)}")
     if pts.shape[-1:] != (2,):
@@ -665,10 +663,10 @@ def _inverse(m, perspective, inverse_map, name):
         return m
     if not perspective:
         return _invert_affine(m, xp, lambda: _singular_affine(name))
-    if xp is not np:  # (CuPy's det calls cuBLAS, which a capture refuses too)
+    if xp is not np:  # before CuPy's det: it calls cuBLAS, which a capture refuses too
         _arrays.refuse_under_capture(*_SINGULARITY_READ)
     det = xp.linalg.det(m)
-    if bool(_arrays.read_back(xp.any(det == 0), *_SINGULARITY_READ)):
+    if bool(_arrays.to_host(xp.any(det == 0))):
         raise ValueError(f"{name}: singular perspective matrix (determinant 0) cannot be inverted")
     if xp is np:
         # cv2.warpPerspective inverts with cv::invert (LU); use it where it is at hand
@@ -680,16 +678,12 @@ def _inverse(m, perspective, inverse_map, name):
     return xp.linalg.inv(m)
 
 
-# warp.cu's Mat9: one matrix passed by value (a kernel parameter of 9 doubles)
-_MAT9 = np.dtype([("v", np.float64, (9,))])
-_NO_MAT = np.zeros((), _MAT9)[()]
-
-
 def _mat_value(m):
-    """One host (2, 3) or (3, 3) float64 matrix as warp.cu's ``Mat9``."""
-    value = np.zeros((), _MAT9)
-    value["v"][:m.size] = m.reshape(-1)
-    return value[()]
+    """One host (2, 3) or (3, 3) float64 matrix as warp.cu's ``Mat9`` (9 doubles by value)."""
+    return _kernels.by_value(m, np.float64, 9)
+
+
+_NO_MAT = _mat_value(np.zeros(0))
 
 
 # what a singularity test of device matrices says under CUDA graph capture
@@ -759,25 +753,17 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
                 st = _arrays.element_strides(a, name)
                 strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [0]))
             hw = np.array([a.shape[:2] for a in arrays], np.int32)
-            tables = (None, _kernels.pointer_table(arrays, xp, _arrays.RAGGED),
-                      _arrays.upload(xp, hw, _arrays.RAGGED, _arrays.RAGGED_HINT),
-                      _arrays.upload(xp, np.array(strides, np.int64), _arrays.RAGGED, _arrays.RAGGED_HINT),
-                      i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
-        index = None
-        if src_index is not None:
-            index = src_index if not isinstance(src_index, np.ndarray) else _arrays.upload(
-                xp, src_index, "image_index", "pass it on the images' device")
-            index = xp.asarray(index, dtype=np.int32)
+            tables = (None, _kernels.pointer_table(arrays, xp), _arrays.upload_ragged(xp, hw),
+                      _arrays.upload_ragged(xp, np.array(strides, np.int64)), i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
+        index = None if src_index is None else _arrays.upload(
+            xp, src_index, "image_index", "pass it on the images' device", np.int32)
         if inv.ndim == 2 and _xp_of(inv) is np:
             # one host matrix goes by value: no upload (a CUDA graph keeps its values)
             mats, mat_step, mat_value = None, 0, _mat_value(inv)
         else:
-            if _xp_of(inv) is np:
-                inv = _arrays.upload(xp, inv, f"{matrix_name} (a batch of host matrices)",
-                                     "pass them on the images' device, or one matrix (which "
-                                     "goes by value)")
-            mats = inv if (inv.dtype == np.float64 and inv.flags.c_contiguous) else \
-                xp.ascontiguousarray(xp.asarray(inv, dtype=np.float64))
+            mats = xp.ascontiguousarray(_arrays.upload(
+                xp, inv, f"{matrix_name} (a batch of host matrices)", "pass them on the images' "
+                "device, or one matrix (which goes by value)", np.float64))
             mat_step, mat_value = (rows * 3 if mats.ndim == 3 else 0), _NO_MAT
         itab = ftab = None
         if kernel == "linear_fixed":  # nearest_fixed reads no weights

@@ -211,10 +211,8 @@ class PreprocessMeta:
         index = None
         if image_index is not None:
             k = arr.shape[0]
-            other = _arrays.prepare(image_index, "image_index")
-            if other.device and other.kind == call.kind and (
-                    call.kind == "numpy" or _arrays._device_id(other.array) == _arrays._device_id(arr)):
-                index = other.array
+            index = call.sibling(image_index, "image_index")
+            if index is not None:
                 if index.shape != (k,) or (index.size and index.dtype.kind not in "iu"):
                     raise ValueError(f"image_index: expected ({k},) integers (one per row of coords), "
                                      f"got {_arrays.describe(image_index)}")
@@ -225,14 +223,13 @@ class PreprocessMeta:
         n = len(self)
         values = table.astype(dtype)
         if n <= _MAP_IMAGES:  # by value
-            small = np.zeros((), _map_table_dtype(dtype))
-            small["v"][:values.size] = values.reshape(-1)
-            tab, small = None, small[()]
+            tab, small = None, values
         else:
             tab = _arrays.upload(xp, values, "meta: its per-image geometry",
                                  f"above {_MAP_IMAGES} images it is copied per call; map the "
                                  "coordinates outside the capture")
-            small = np.zeros((), _map_table_dtype(dtype))[()]
+            small = ()
+        small = _kernels.by_value(small, dtype, _MAP_IMAGES * 6)  # boxes.cu's MapTable<T>
         native, out = call.output(None, arr.shape, dtype)
         expr = (f"cupyprep_map_coords<{_MAP_TYPES[np.dtype(dtype)]}, {arr.shape[-1]}, "
                 f"{'true' if inverse else 'false'}, {'true' if clip else 'false'}>")
@@ -259,13 +256,8 @@ def _map_expression(coords, table, idx, inverse, clip):
 
 
 _MAP_IMAGES = 64  # kernels/boxes.cu kMapImages: images whose geometry goes by value
-_MAP_TYPES = {np.dtype(np.float16): "cp_half", np.dtype(np.float32): "float",
+_MAP_TYPES = {**{np.dtype(t): C_TYPES[np.dtype(t)] for t in (np.float16, np.float32)},
               np.dtype(np.float64): "double"}
-
-
-def _map_table_dtype(dtype):
-    """boxes.cu's MapTable<T>: kMapImages rows of six values of ``dtype``."""
-    return np.dtype([("v", dtype, (_MAP_IMAGES * 6,))])
 
 
 def _map_variants():
@@ -461,11 +453,9 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
             geom = np.concatenate([np.array(sizes, np.int64).reshape(n, 2), plans], axis=1).astype(np.int32)
             # OpenCV's step: 1 / (new / old) in double, not old / new
             scales = 1.0 / (plans[:, :2] / np.array(sizes, np.float64))
-            def up(a):
-                return _arrays.upload(xp, a, _arrays.RAGGED, _arrays.RAGGED_HINT)
-
-            tables = (null, _kernels.pointer_table(arrays, xp, _arrays.RAGGED), up(geom),
-                      up(np.array(strides, np.int64)), up(scales.astype(np.float64)),
+            up = _arrays.upload_ragged
+            tables = (null, _kernels.pointer_table(arrays, xp), up(xp, geom),
+                      up(xp, np.array(strides, np.int64)), up(xp, scales.astype(np.float64)),
                       i64(0), i32(0), i32(0), i32(0), i32(0), i32(0), i32(0), i64(0), i64(0), i64(0),
                       f64(0), f64(0))
         m = [f32(v) for v in mean + (0.0,) * (4 - c)]
