@@ -14,6 +14,7 @@ from cupyprep.testing import (
     Emulator,
     EmulatorError,
     PointerTable,
+    Records,
     UnsupportedFeatureError,
     emulate,
 )
@@ -42,6 +43,7 @@ VARIANTS = {
     "coords": ("basic.cu", "coords"),
     "scale_strided": ("basic.cu", "scale_strided"),
     "row_sums": ("basic.cu", "row_sums"),
+    "record_sums": ("basic.cu", "record_sums"),
     "block_sum": ("sync.cu", "block_sum<128>"),
     "histogram": ("sync.cu", "histogram"),
     "warp_ops": ("sync.cu", "warp_ops"),
@@ -326,6 +328,39 @@ def test_pointer_table(toys):
         k(1, 32, (PointerTable(rows), lens, out, i32(4)))
     assert "AddressSanitizer: heap-buffer-overflow" in str(info.value)
     assert "args[0].arrays[1]" in str(info.value)  # the buffer legend names the row
+
+
+def _row_records(rows, lens, count):
+    """struct Row { const float* p; int n; int pad; } x count, pointers to ``rows``."""
+    data = np.zeros(count, np.dtype([("p", "<u8"), ("n", "<i4"), ("pad", "<i4")]))
+    data["n"][:len(lens)] = lens
+    return Records(data, [(16 * i, r) for i, r in enumerate(rows)])
+
+
+def test_records_by_value_and_in_memory(toys):
+    k = toys["record_sums"]
+    rng = np.random.default_rng(6)
+    rows = [rng.random(n, dtype=np.float32) for n in (3, 7, 1)]
+    lens = [r.size for r in rows]
+    expected = [r.sum() for r in rows]
+    out = np.zeros(3, np.float32)
+    k(1, 32, (None, _row_records(rows, lens, 4), out, i32(3)))  # by value (4 slots)
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+    out[:] = 0
+    k(1, 32, (_row_records(rows, lens, 3), _row_records([], [], 4), out, i32(3)))  # a table
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+    long = list(lens)
+    long[2] += 1  # reads one past the end of rows[2], through either form
+    for args in ((None, _row_records(rows, long, 4)), (_row_records(rows, long, 3), _row_records([], [], 4))):
+        with pytest.raises(EmulatorError) as info:
+            k(1, 32, args + (out, i32(3)))
+        assert "AddressSanitizer: heap-buffer-overflow" in str(info.value)
+        assert ".pointers[2]" in str(info.value)  # the buffer legend names the row
+    with pytest.raises(TypeError, match="Records of 48 bytes for a parameter of 64"):
+        k(1, 32, (None, _row_records(rows, lens, 3), out, i32(3)))
+    with pytest.raises(ValueError, match="8-byte aligned offset within"):
+        Records(bytes(16), [(12, rows[0])])
 
 
 def test_non_contiguous_views_are_written_back(toys):

@@ -15,7 +15,9 @@ undefined behaviour in a kernel fails the test with a sanitizer report
 Launch arguments follow CuPy's ``RawKernel`` call, strictly: arrays are
 ``numpy.ndarray`` (any strides: the whole span they cover is passed), scalars must be
 NumPy scalars of exactly the kernel parameter's type (``np.int32(n)``, not ``n``),
-``None`` is a NULL pointer, and :class:`PointerTable` is a device array of pointers.
+``None`` is a NULL pointer, :class:`PointerTable` is a device array of pointers, and
+:class:`Records` are bytes holding pointers (a ragged batch's per-image records), by value
+or in device memory.
 
 What the emulator cannot show: races (the threads of a block run one at a time and switch
 only at ``__syncthreads`` and warp collectives, so a missing barrier usually goes
@@ -34,6 +36,7 @@ from ._emulator import (
     Emulator,
     EmulatorError,
     PointerTable,
+    Records,
     UnsupportedFeatureError,
     emulate,
 )
@@ -45,4 +48,5 @@ __all__ = [
     "EmulatorError",
     "UnsupportedFeatureError",
     "PointerTable",
+    "Records",
 ]

@@ -77,6 +77,7 @@ __all__ = [
     "EmulatorError",
     "UnsupportedFeatureError",
     "PointerTable",
+    "Records",
     "emulate",
 ]
 
@@ -167,6 +168,43 @@ class PointerTable:
 
     def __repr__(self):
         return f"PointerTable({len(self.arrays)} arrays)"
+
+    def _records(self):
+        return Records(bytes(8 * len(self.arrays)), [(8 * i, a) for i, a in enumerate(self.arrays)])
+
+
+class Records:
+    """Bytes that hold device pointers, such as a ragged batch's per-image records (each an
+    image's pointer, size and strides), passed by value or in device memory.
+
+    ``data`` is the bytes (a bytes-like object, or a NumPy array whose bytes are taken) and
+    ``pointers`` a list of ``(byte offset, array or None)``: the 8 bytes at each offset
+    then hold that array's device address (NULL for None) instead of what ``data`` has
+    there. Passed for a pointer parameter, it is a device buffer holding those bytes; for a
+    by-value parameter (a struct), the parameter's bytes, exactly the struct's size.
+    """
+
+    def __init__(self, data, pointers):
+        self.data = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+        self.pointers = [(int(at), a) for at, a in pointers]
+        for at, a in self.pointers:
+            if a is not None and not isinstance(a, np.ndarray):
+                raise TypeError(
+                    f"Records pointer at byte {at}: expected a numpy.ndarray or None, "
+                    f"got {type(a).__name__}"
+                )
+            if at < 0 or at + 8 > len(self.data) or at % 8:
+                raise ValueError(
+                    f"Records pointer at byte {at}: expected an 8-byte aligned offset within "
+                    f"the {len(self.data)} bytes"
+                )
+
+    @property
+    def arrays(self):
+        return [a for _, a in self.pointers if a is not None]
+
+    def __repr__(self):
+        return f"Records({len(self.data)} bytes, {len(self.pointers)} pointers)"
 
 
 # --- source preparation and scanning ---------------------------------------------------------
@@ -532,13 +570,22 @@ class EmulatedKernel:
                             "pointers (or to 64-bit integers)"
                         )
                     arrays.extend(a for a in x.arrays if a is not None)
+                elif isinstance(x, Records):
+                    arrays.extend(x.arrays)
                 elif x is None:
                     pass
                 else:
                     raise TypeError(
-                        f"{_describe_arg(i, param)}: expected a numpy.ndarray, a PointerTable "
-                        f"or None, got {type(x).__name__}"
+                        f"{_describe_arg(i, param)}: expected a numpy.ndarray, a PointerTable, "
+                        f"Records or None, got {type(x).__name__}"
                     )
+            elif isinstance(x, Records):
+                if len(x.data) != param.size:
+                    raise TypeError(
+                        f"{_describe_arg(i, param)}: Records of {len(x.data)} bytes for a "
+                        f"parameter of {param.size}"
+                    )
+                arrays.extend(x.arrays)
             elif isinstance(x, (np.ndarray, PointerTable)) or x is None:
                 raise TypeError(
                     f"{_describe_arg(i, param)}: the kernel takes this parameter by value; "
@@ -582,6 +629,18 @@ class EmulatedKernel:
             return g.index, a.__array_interface__["data"][0] - g.lo
 
         names = [[] for _ in groups]  # what each buffer holds, for error reports
+
+        def pointer_list(i, records, label):
+            entries = [struct.pack("<I", len(records.pointers))]
+            for j, (at, a) in enumerate(records.pointers):
+                if a is None:
+                    entries.append(struct.pack("<QiQ", at, -1, 0))
+                else:
+                    idx, off = ref(a)
+                    names[idx].append(f"args[{i}]{label}[{j}]")
+                    entries.append(struct.pack("<QiQ", at, idx, off))
+            return b"".join(entries)
+
         param_parts = []
         for i, (param, x) in enumerate(zip(self.params, args)):
             if param.kind == "p":
@@ -589,22 +648,20 @@ class EmulatedKernel:
                     idx, off = ref(x)
                     names[idx].append(_describe_arg(i, param))
                     param_parts.append(struct.pack("<IIiQ", 1, 8, idx, off))
-                elif isinstance(x, PointerTable):
-                    entries = []
-                    for j, a in enumerate(x.arrays):
-                        if a is None:
-                            entries.append(struct.pack("<iQ", -1, 0))
-                        else:
-                            idx, off = ref(a)
-                            names[idx].append(f"args[{i}].arrays[{j}]")
-                            entries.append(struct.pack("<iQ", idx, off))
-                    parts.append(struct.pack("<IQQI", 1, 8 * len(x.arrays), 0, len(x.arrays)))
-                    parts.extend(entries)
-                    names.append([f"{_describe_arg(i, param)}, the PointerTable itself"])
+                elif isinstance(x, (PointerTable, Records)):
+                    label = ".arrays" if isinstance(x, PointerTable) else ".pointers"
+                    rec = x._records() if isinstance(x, PointerTable) else x
+                    parts.append(struct.pack("<IQQ", 1, len(rec.data), 0))
+                    parts.append(rec.data)
+                    parts.append(pointer_list(i, rec, label))
+                    names.append([f"{_describe_arg(i, param)}, the {type(x).__name__} itself"])
                     param_parts.append(struct.pack("<IIiQ", 1, 8, nbuf, 0))
                     nbuf += 1
                 else:
                     param_parts.append(struct.pack("<II", 2, 8))
+            elif isinstance(x, Records):
+                param_parts.append(struct.pack("<II", 3, len(x.data)) + x.data
+                                   + pointer_list(i, x, ".pointers"))
             else:
                 data = _scalar_bytes(i, param, x)
                 param_parts.append(struct.pack("<II", 0, len(data)) + data)
@@ -643,7 +700,7 @@ class EmulatedKernel:
                 culprits = [
                     f"args[{i}]" for i, x in enumerate(args)
                     if isinstance(x, np.ndarray) and where.get(id(x)) is g
-                ] or ["an array in a PointerTable"]
+                ] or ["an array in a PointerTable or Records"]
                 raise EmulatorError(
                     f"{self.variant}: the kernel wrote to read-only memory "
                     f"({', '.join(culprits)})",

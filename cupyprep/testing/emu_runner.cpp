@@ -21,11 +21,15 @@
 //   u32      mode (0: threads one after another, 1: threads as fibers)
 //   u32      fiber stack size in KiB
 //   u32      buffer count, parameter count
-//   buffers  u32 kind (0 data, 1 pointer table), u64 byte count, u64 alignment offset,
-//            then for data: the bytes; for a table: u32 entry count and per entry
-//            i32 buffer index (-1 for NULL) and u64 byte offset into that buffer
-//   params   u32 kind (0 by value, 1 pointer into a buffer, 2 NULL pointer), u32 size,
-//            then for by value: the bytes; for a pointer: i32 buffer index, u64 offset
+//   buffers  u32 kind (0 data, 1 bytes holding pointers), u64 byte count, u64 alignment
+//            offset, then the bytes; for kind 1 also its pointers (below)
+//   params   u32 kind (0 by value, 1 pointer into a buffer, 2 NULL pointer, 3 by value
+//            holding pointers), u32 size, then for by value: the bytes (kind 3: then its
+//            pointers); for a pointer: i32 buffer index, u64 offset
+//   pointers u32 count, then per pointer: u64 byte offset of its 8 bytes (in the buffer
+//            or parameter), i32 buffer index (-1 for NULL), u64 byte offset into that buffer
+//            (a pointer table is a kind 1 buffer of pointers only; a ragged batch's
+//            per-image records carry one pointer each)
 //
 // Every buffer is its own heap allocation of exactly its size, so AddressSanitizer's
 // redzone sits right after the last byte: one element past the end is reported.
@@ -484,6 +488,37 @@ struct Reader {
     }
 };
 
+// A list of pointers (layout above) at the reader's position: where it starts; the reader
+// moves past it.
+const unsigned char* skip_pointers(Reader& r) {
+    const unsigned char* start = r.p;
+    const unsigned n = r.get<unsigned>();
+    r.take((size_t)n * 20);
+    return start;
+}
+
+// Writes the pointers listed at `list` into `dst` (`size` bytes): each the address of a
+// byte of a data buffer, or NULL.
+void write_pointers(const unsigned char* list, const Buffer* bufs, unsigned nbuf,
+                    unsigned char* dst, unsigned long long size) {
+    Reader e{list, list + 4};
+    const unsigned n = e.get<unsigned>();
+    e.end = e.p + (size_t)n * 20;
+    for (unsigned k = 0; k < n; ++k) {
+        const unsigned long long at = e.get<unsigned long long>();
+        const int idx = e.get<int>();
+        const unsigned long long off = e.get<unsigned long long>();
+        if (size < 8 || at > size - 8) fail("a pointer outside its record");
+        unsigned long long value = 0;
+        if (idx >= 0) {
+            if ((unsigned)idx >= nbuf || bufs[idx].kind != 0 || off > bufs[idx].size)
+                fail("bad pointer entry");
+            value = (unsigned long long)(uintptr_t)(bufs[idx].data + off);
+        }
+        std::memcpy(dst + at, &value, 8);
+    }
+}
+
 unsigned char* read_stdin(size_t* size) {
     size_t cap = 1 << 16, n = 0;
     unsigned char* buf = static_cast<unsigned char*>(std::malloc(cap));
@@ -604,8 +639,8 @@ void** load_launch(size_t nparams, const size_t* sizes, const bool* is_ptr) {
     const unsigned nparam_in = r.get<unsigned>();
 
     Buffer* bufs = static_cast<Buffer*>(std::calloc(nbuf + 1, sizeof(Buffer)));
-    // Where each pointer table's entries sit in the record; resolved once every buffer exists.
-    const unsigned char** table_entries =
+    // Where each kind 1 buffer's pointers sit in the record; resolved once every buffer exists.
+    const unsigned char** buffer_pointers =
         static_cast<const unsigned char**>(std::calloc(nbuf + 1, sizeof(unsigned char*)));
     for (unsigned b = 0; b < nbuf; ++b) {
         Buffer& B = bufs[b];
@@ -622,32 +657,12 @@ void** load_launch(size_t nparams, const size_t* sizes, const bool* is_ptr) {
         ASAN_POISON_MEMORY_REGION(raw, (size_t)(B.pad & ~7ull));
 #endif
         B.data = static_cast<unsigned char*>(raw) + B.pad;
-        if (B.kind == 0) {
-            std::memcpy(B.data, r.take((size_t)B.size), (size_t)B.size);
-        } else if (B.kind == 1) {
-            const unsigned n = r.get<unsigned>();
-            if ((unsigned long long)n * 8 != B.size) fail("bad pointer table size");
-            table_entries[b] = r.take((size_t)n * 12);
-        } else {
-            fail("bad buffer kind %u", B.kind);
-        }
+        if (B.kind > 1) fail("bad buffer kind %u", B.kind);
+        std::memcpy(B.data, r.take((size_t)B.size), (size_t)B.size);
+        if (B.kind == 1) buffer_pointers[b] = skip_pointers(r);
     }
-    for (unsigned b = 0; b < nbuf; ++b) {
-        if (bufs[b].kind != 1) continue;
-        const unsigned n = (unsigned)(bufs[b].size / 8);
-        Reader e{table_entries[b], table_entries[b] + (size_t)n * 12};
-        for (unsigned k = 0; k < n; ++k) {
-            const int idx = e.get<int>();
-            const unsigned long long off = e.get<unsigned long long>();
-            unsigned long long value = 0;
-            if (idx >= 0) {
-                if ((unsigned)idx >= nbuf || bufs[idx].kind != 0 || off > bufs[idx].size)
-                    fail("bad pointer table entry");
-                value = (unsigned long long)(uintptr_t)(bufs[idx].data + off);
-            }
-            std::memcpy(bufs[b].data + 8 * (size_t)k, &value, 8);
-        }
-    }
+    for (unsigned b = 0; b < nbuf; ++b)
+        if (bufs[b].kind == 1) write_pointers(buffer_pointers[b], bufs, nbuf, bufs[b].data, bufs[b].size);
 
     if (nparam_in != nparams)
         fail("the kernel takes %zu parameters, the launch passed %u", nparams, nparam_in);
@@ -660,8 +675,12 @@ void** load_launch(size_t nparams, const size_t* sizes, const bool* is_ptr) {
                  size);
         void* slot = nullptr;
         if (posix_memalign(&slot, 64, size ? size : 1) != 0) fail("out of memory");
-        if (kind == 0) {
+        if (kind == 0 || kind == 3) {
             std::memcpy(slot, r.take(size), size);
+            if (kind == 3) {
+                if (is_ptr[i]) fail("parameter %u: records passed where the kernel takes a pointer", i);
+                write_pointers(skip_pointers(r), bufs, nbuf, static_cast<unsigned char*>(slot), size);
+            }
         } else {
             if (!is_ptr[i]) fail("parameter %u: a pointer passed where the kernel takes a value", i);
             void* p = nullptr;
