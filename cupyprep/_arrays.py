@@ -259,11 +259,13 @@ def device_constant(xp, key, make, what, hint):
 _EVENT_WAIT_EXTERNAL = 0x1  # cudaEventWaitExternal
 
 
-def upload_ragged(xp, a):
-    """:func:`upload` of a per-image table of a list of images (made on the host at every
-    call)."""
-    return upload(xp, a, "images (a list): its table of pointers and sizes",
-                  "pass one (N, H, W, C) batch, or make this call outside the capture")
+def upload_ragged(xp, a, name, by_value):
+    """:func:`upload` of the per-image table of the list of images ``name`` (made on the
+    host at every call), for a list longer than the ``by_value`` images a kernel takes by
+    value."""
+    return upload(xp, a, f"{name} (a list of more than {by_value} images): its table of "
+                  "image records", f"pass at most {by_value} images, or one (N, H, W, C) "
+                  "batch, or make this call outside the capture")
 
 
 def upload_like(ref, a, dtype, what, hint):

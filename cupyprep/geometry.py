@@ -746,15 +746,15 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
                 s_y, s_x = st[:2]
                 s_c = st[2] if arrays.ndim == 3 else 0
                 sh, sw = arrays.shape[:2]
-            tables = (arrays, None, None, None, i32(sh), i32(sw), i64(s_n), i64(s_y), i64(s_x), i64(s_c))
+            tables = (arrays, None, _kernels.no_ragged(), i32(sh), i32(sw), i64(s_n), i64(s_y), i64(s_x), i64(s_c))
         else:
             strides = []
             for a in arrays:
                 st = _arrays.element_strides(a, name)
                 strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [0]))
-            hw = np.array([a.shape[:2] for a in arrays], np.int32)
-            tables = (None, _kernels.pointer_table(arrays, xp), _arrays.upload_ragged(xp, hw),
-                      _arrays.upload_ragged(xp, np.array(strides, np.int64)), i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
+            # per-image records by value, or (a long list) one uploaded table
+            table, records, _ = _kernels.ragged(arrays, name, [a.shape[:2] for a in arrays], strides, xp)
+            tables = (None, table, records, i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
         index = None if src_index is None else _arrays.upload(
             xp, src_index, "image_index", "pass it on the images' device", np.int32)
         if inv.ndim == 2 and _xp_of(inv) is np:

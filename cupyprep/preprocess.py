@@ -48,6 +48,9 @@ _X_PER_THREAD = 1
 
 _kernels.register_variants("preprocess", "preprocess.cu", _variants)
 
+# A uniform launch's by-value list arguments (RaggedImages<1>, RaggedPlans<false>: unread)
+_NO_LIST = (_kernels.by_value((), np.uint64, 5), _kernels.by_value((), np.int32, 1))
+
 
 # --- geometry --------------------------------------------------------------------------------
 def plan(h0, w0, size, mode, resize_size=None):
@@ -436,12 +439,12 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         else:
             d_n, d_y, d_x, d_c = d
         i64, i32, f32, f64 = np.int64, np.int32, np.float32, np.float64
-        null = None  # a NULL pointer: the uniform kernel reads no per-image tables
         if uniform:
             s_n, s_c, s_y, s_x = geo.strides
             dense = _is_dense((s_x, s_c), c)
             nh, nw, oy, ox = (int(v) for v in plans[0]) if n else (H, W, 0, 0)
-            tables = (arr, null, null, null, null, i64(s_n), i32(geo.h), i32(geo.w), i32(nh),
+            # OpenCV's step: 1 / (new / old) in double, not old / new
+            tables = (arr, None, *_NO_LIST, i64(s_n), i32(geo.h), i32(geo.w), i32(nh),
                       i32(nw), i32(oy), i32(ox), i64(s_y), i64(s_x), i64(s_c),
                       f64(1.0 / (nh / geo.h)), f64(1.0 / (nw / geo.w)))
         else:
@@ -450,12 +453,8 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
                 st = _arrays.element_strides(a, "images")
                 strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [1]))
             dense = all(_is_dense((st[1], st[2]), c) for st in strides)
-            geom = np.concatenate([np.array(sizes, np.int64).reshape(n, 2), plans], axis=1).astype(np.int32)
-            # OpenCV's step: 1 / (new / old) in double, not old / new
-            scales = 1.0 / (plans[:, :2] / np.array(sizes, np.float64))
-            up = _arrays.upload_ragged
-            tables = (null, _kernels.pointer_table(arrays, xp), up(xp, geom),
-                      up(xp, np.array(strides, np.int64)), up(xp, scales.astype(np.float64)),
+            # per-image records and plans by value, or (a long list) one uploaded table
+            tables = (None, *_kernels.ragged(arrays, "images", sizes, strides, xp, plans),
                       i64(0), i32(0), i32(0), i32(0), i32(0), i32(0), i32(0), i64(0), i64(0), i64(0),
                       f64(0), f64(0))
         m = [f32(v) for v in mean + (0.0,) * (4 - c)]

@@ -86,6 +86,24 @@ __device__ __forceinline__ i64 pixel_offset(const pixel& p, i64 s_n, i64 s_y, i6
     return p.n * s_n + p.y * s_y + (i64)p.x * s_x;
 }
 
+// --- ragged batches -------------------------------------------------------------------
+// One image of a list of images of different sizes: the address of its first element and
+// its geometry (strides in elements). A kernel over such a list takes up to kRaggedImages
+// records by value (nothing to upload per call, and a CUDA graph that captures the launch
+// keeps them), or, for a longer list, reads them from a device table where that is given.
+struct RaggedImage {
+    unsigned long long ptr;
+    int h, w;
+    i64 s_y, s_x, s_c;
+};
+
+constexpr int kRaggedImages = 64;
+
+template <int N>
+struct RaggedImages {
+    RaggedImage v[N];
+};
+
 __device__ __forceinline__ unsigned char saturate_u8(int v) {
     return (unsigned char)(v < 0 ? 0 : (v > 255 ? 255 : v));
 }

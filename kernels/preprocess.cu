@@ -12,22 +12,33 @@
 // DENSE: every image's pixels are contiguous (s_c = 1, s_x = CN), so addresses fold into
 // constants; otherwise any element strides.
 // RAGGED = false: one NHWC batch, image n at base + n * s_n, one geometry for all.
-// RAGGED = true: per-image tables: ptrs[n] (device pointers), geom[n] = {h0, w0, nh, nw,
-// off_y, off_x}, strides[n] = {s_y, s_x, s_c}, scales[n] = {scale_y, scale_x}.
+// RAGGED = true: a list, image n's source and geometry in records[n] and its plan in
+// plans[4n ..] = {nh, nw, off_y, off_x}: up to cp::kRaggedImages of each by value
+// (`small`, `small_plans`), or, where `table` is not NULL, N records followed by N plans
+// there. The resize step 1 / (nh / h0) is worked out here in double, as the host does it.
 #include "sampling.cuh"
 
-#define CUPYPREP_PREPROCESS_PARAMS                                                        \
-    const TIn* __restrict__ base, const unsigned long long* __restrict__ ptrs,            \
-        const int* __restrict__ geom, const cp::i64* __restrict__ strides,                \
-        const double* __restrict__ scales, cp::i64 s_n, int h0, int w0, int nh, int nw,    \
-        int off_y, int off_x, cp::i64 s_y, cp::i64 s_x, cp::i64 s_c, double scale_y,       \
-        double scale_x, TOut* __restrict__ dst, int H, int W, cp::i64 d_n, cp::i64 d_y,    \
-        cp::i64 d_x, cp::i64 d_c, int swap_rb, float scale, float m0, float m1, float m2,  \
-        float m3, float sd0, float sd1, float sd2, float sd3, float p0, float p1, float p2, \
-        float p3, int N, int rows_per_block
+template <bool RAGGED>
+struct RaggedPlans {
+    int v[RAGGED ? cp::kRaggedImages * 4 : 1];
+};
+
+// BY_VALUE(type): how the records by value are declared (the kernel's own parameters,
+// or references to them in the functions it calls)
+#define CUPYPREP_GRID_CONSTANT(...) const __grid_constant__ __VA_ARGS__
+#define CUPYPREP_REFERENCE(...) const __VA_ARGS__&
+#define CUPYPREP_PREPROCESS_PARAMS(BY_VALUE)                                              \
+    const TIn* __restrict__ base, const cp::RaggedImage* __restrict__ table,              \
+        BY_VALUE(cp::RaggedImages<RAGGED ? cp::kRaggedImages : 1>) small,                 \
+        BY_VALUE(RaggedPlans<RAGGED>) small_plans, cp::i64 s_n, int h0,                   \
+        int w0, int nh, int nw, int off_y, int off_x, cp::i64 s_y, cp::i64 s_x,            \
+        cp::i64 s_c, double scale_y, double scale_x, TOut* __restrict__ dst, int H, int W, \
+        cp::i64 d_n, cp::i64 d_y, cp::i64 d_x, cp::i64 d_c, int swap_rb, float scale,      \
+        float m0, float m1, float m2, float m3, float sd0, float sd1, float sd2, float sd3, \
+        float p0, float p1, float p2, float p3, int N, int rows_per_block
 
 #define CUPYPREP_PREPROCESS_ARGS                                                          \
-    base, ptrs, geom, strides, scales, s_n, h0, w0, nh, nw, off_y, off_x, s_y, s_x, s_c,   \
+    base, table, small, small_plans, s_n, h0, w0, nh, nw, off_y, off_x, s_y, s_x, s_c,     \
         scale_y, scale_x, dst, H, W, d_n, d_y, d_x, d_c, swap_rb, scale, m0, m1, m2, m3,   \
         sd0, sd1, sd2, sd3, p0, p1, p2, p3, N, rows_per_block
 
@@ -36,7 +47,7 @@
 // A thread keeps its columns, so their taps are computed once for all its rows, and each
 // row's taps once for its columns.
 template <typename TIn, typename TOut, int CN, bool DENSE, bool RAGGED, int INTERP, int XPT>
-__device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS) {
+__device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS(CUPYPREP_REFERENCE)) {
     const float mean[4] = {m0, m1, m2, m3};
     const float inv_std[4] = {sd0, sd1, sd2, sd3};  // 1 / std, rounded once on the host
     const float pad[4] = {p0, p1, p2, p3};
@@ -46,12 +57,15 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS) {
         cp::i64 sy_ = s_y, sx_ = s_x, sc_ = s_c;
         double ky = scale_y, kx = scale_x;
         if constexpr (RAGGED) {
-            img = reinterpret_cast<const TIn*>(ptrs[n]);
-            const int* g = geom + (cp::i64)n * 6;
-            ih = g[0]; iw = g[1]; rh = g[2]; rw = g[3]; oy = g[4]; ox = g[5];
-            const cp::i64* st = strides + (cp::i64)n * 3;
-            sy_ = st[0]; sx_ = st[1]; sc_ = st[2];
-            ky = scales[(cp::i64)n * 2]; kx = scales[(cp::i64)n * 2 + 1];
+            const cp::RaggedImage& r = table ? table[n] : small.v[n];
+            const int* g = table ? reinterpret_cast<const int*>(table + N) + (cp::i64)n * 4
+                                 : small_plans.v + n * 4;
+            img = reinterpret_cast<const TIn*>(r.ptr);
+            ih = r.h; iw = r.w; sy_ = r.s_y; sx_ = r.s_x; sc_ = r.s_c;
+            rh = g[0]; rw = g[1]; oy = g[2]; ox = g[3];
+            // OpenCV's step: 1 / (new / old) in double, not old / new
+            ky = __ddiv_rn(1.0, __ddiv_rn((double)rh, (double)ih));
+            kx = __ddiv_rn(1.0, __ddiv_rn((double)rw, (double)iw));
         } else {
             img = base + (cp::i64)n * s_n;
         }
@@ -109,7 +123,8 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS) {
 
 #define CUPYPREP_PREPROCESS_KERNEL(NAME, INTERP)                                           \
     template <typename TIn, typename TOut, int CN, bool DENSE, bool RAGGED, int XPT>      \
-    __global__ void cupyprep_preprocess_##NAME(CUPYPREP_PREPROCESS_PARAMS) {               \
+    __global__ void cupyprep_preprocess_##NAME(                                           \
+        CUPYPREP_PREPROCESS_PARAMS(CUPYPREP_GRID_CONSTANT)) {                             \
         preprocess_body<TIn, TOut, CN, DENSE, RAGGED, INTERP, XPT>(CUPYPREP_PREPROCESS_ARGS); \
     }
 

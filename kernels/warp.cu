@@ -7,7 +7,8 @@
 // one matrix `mat_value` passed by value (a host matrix: nothing to upload, and a CUDA
 // graph that captures the launch keeps its values). Output image i samples
 // source image `src_index[i]` (NULL: image i). Sources are one strided batch (`src`, one
-// geometry) or a ragged list (`src_ptrs` with per-image `src_hw` and `src_strides`).
+// geometry) or, where `src` is NULL, a ragged list: up to cp::kRaggedImages image records
+// by value (`src_list`), or a longer list's records in `src_table`.
 // One thread per destination pixel (all CN channels), or, for nearest and linear, per PX
 // pixels side by side in a row. Grid: x across blocks and threads, blockIdx.y a group of
 // rows_per_block rows (times blockDim.y for nearest and linear, whose blocks may be 2-D),
@@ -94,8 +95,8 @@ struct Mat9 {
 };
 
 #define CUPYPREP_WARP_PARAMS                                                              \
-    const T* __restrict__ src, const unsigned long long* __restrict__ src_ptrs,             \
-        const int* __restrict__ src_hw, const cp::i64* __restrict__ src_strides, int sh,     \
+    const T* __restrict__ src, const cp::RaggedImage* __restrict__ src_table,              \
+        const __grid_constant__ cp::RaggedImages<cp::kRaggedImages> src_list, int sh,      \
         int sw, cp::i64 s_n, cp::i64 s_y, cp::i64 s_x, cp::i64 s_c,                         \
         const int* __restrict__ src_index, const double* __restrict__ mats,                 \
         cp::i64 mat_step, const __grid_constant__ Mat9 mat_value, T* __restrict__ dst,      \
@@ -122,21 +123,22 @@ struct Item {
 // The per-image part of an Item, set up once per output image.
 template <typename T>
 __device__ __forceinline__ Item<T> image_item(int n, const T* src,
-                                              const unsigned long long* src_ptrs,
-                                              const int* src_hw, const cp::i64* src_strides,
+                                              bool list, const cp::RaggedImage* src_table,
+                                              const cp::RaggedImage* src_list,
                                               int sh, int sw, cp::i64 s_n, cp::i64 s_y,
                                               cp::i64 s_x, cp::i64 s_c, const int* src_index,
                                               const double* mats, cp::i64 mat_step,
                                               const double* mat_value) {
     Item<T> it;
     const cp::i64 k = src_index ? (cp::i64)src_index[n] : n;
-    if (src_ptrs) {
-        it.img = reinterpret_cast<const T*>(src_ptrs[k]);
-        it.h = src_hw[2 * k];
-        it.w = src_hw[2 * k + 1];
-        it.s_y = src_strides[3 * k];
-        it.s_x = src_strides[3 * k + 1];
-        it.s_c = src_strides[3 * k + 2];
+    if (list) {
+        const cp::RaggedImage& r = src_table ? src_table[k] : src_list[k];
+        it.img = reinterpret_cast<const T*>(r.ptr);
+        it.h = r.h;
+        it.w = r.w;
+        it.s_y = r.s_y;
+        it.s_x = r.s_x;
+        it.s_c = r.s_c;
     } else {
         it.img = src + k * s_n;
         it.h = sh;
@@ -781,7 +783,7 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
         const float bval[4] = {bv0, bv1, bv2, bv3};                                       \
         constexpr bool P = PERSPECTIVE;                                                   \
         for (int n = blockIdx.z; n < n_out; n += gridDim.z) {                             \
-            Item<T> it = image_item<T>(n, src, src_ptrs, src_hw, src_strides, sh, sw, s_n, \
+            Item<T> it = image_item<T>(n, src, !src, src_table, src_list.v, sh, sw, s_n,  \
                                        s_y, s_x, s_c, src_index, mats, mat_step,          \
                                        mat_value.v);                                      \
             for (int j = 0; j < (P ? 9 : 6); ++j) it.mf[j] = (float)it.m[j];              \
@@ -817,8 +819,8 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
         for (int n = blockIdx.z; n < n_out; n += gridDim.z) {                             \
             /* dense variants are launched for one strided batch only (geometry.py): */ \
             /* its geometry then stays in kernel parameters rather than registers */     \
-            Item<T> it = image_item<T>(n, src, DENSE ? nullptr : src_ptrs, src_hw,         \
-                                       src_strides, sh, sw, s_n, s_y, s_x, s_c, src_index, \
+            Item<T> it = image_item<T>(n, src, !DENSE && !src, src_table, src_list.v, sh,  \
+                                       sw, s_n, s_y, s_x, s_c, src_index,                 \
                                        mats, mat_step, mat_value.v);                      \
             for (int j = 0; j < (PERSPECTIVE ? 9 : 6); ++j) it.mf[j] = (float)it.m[j];    \
             DenseU8 fast{};                                                               \

@@ -253,6 +253,8 @@ def _sync_free_cases():
         ("decode_boxes_host_priors", by_name["decode_boxes"][1][:1],
          lambda l: cupyprep.decode_boxes(l, by_name["decode_boxes"][1][1])),
         ("warp_affine_host_matrix", (imgs,), lambda x: cupyprep.warp_affine(x, rot, (40, 50))),
+        ("warp_affine_list", (imgs,),
+         lambda x: cupyprep.warp_affine([x[0], x[1, :30], x[2, 5:, 3:]], rot, (40, 50))),
         ("warp_perspective_host_matrix", (imgs,),
          lambda x: cupyprep.warp_perspective(x, persp, (40, 50), interpolation="cubic")),
         ("warp_affine_device_inverse", (imgs, inverse),
@@ -286,9 +288,9 @@ def test_sync_free_ops_do_not_wait_for_the_gpu(case):
     assert busy, f"{name} waited for the GPU"
 
 
-# the sync-free calls that copy a table from host memory at every call (a list's pointers,
-# host priors), and what their error under capture names
-_UPLOADS_PER_CALL = {"preprocess_ragged": r"images \(a list\)", "decode_boxes_host_priors": "priors"}
+# the sync-free calls that copy a table from host memory at every call (host priors), and
+# what their error under capture names
+_UPLOADS_PER_CALL = {"decode_boxes_host_priors": "priors"}
 # random_affine without a generator makes one, which torch refuses under capture
 _CAPTURED = [c for c in _SYNC_FREE if c[0] not in _UPLOADS_PER_CALL and c[0] != "random_affine"]
 
@@ -356,6 +358,11 @@ def _uncapturable_cases():
         ("meta_host_image_index", (rng.uniform(0, 64, (6, 4)),),
          lambda c: _META.to_original(c, image_index=np.array([0, 1, 1, 0, 1, 0])), "image_index"),
         ("meta_of_many_images", (rng.uniform(0, 64, (65, 2, 4)),), lambda c: _MANY.to_original(c), "meta"),
+        # lists of more images than the kernels take by value
+        ("preprocess_list_of_65", (random_image(rng, (65, 12, 10, 3), np.uint8),),
+         lambda x: cupyprep.preprocess([x[i, :5 + i % 7] for i in range(65)], (16, 16))[0], r"images \(a list of more than 64 images\)"),
+        ("warp_affine_list_of_65", (random_image(rng, (65, 12, 10, 3), np.uint8),),
+         lambda x: cupyprep.warp_affine([x[i, :5 + i % 7] for i in range(65)], rot, (8, 8)), r"img \(a list of more than 64 images\)"),
     ] + _read_back_cases()
 
 

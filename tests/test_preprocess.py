@@ -302,6 +302,19 @@ def test_kernel_out_dtypes_and_channels(kernels, dtype, channels):
     check(kernels, np.stack([images[0]] * 2), (16, 24), dtype=dtype, scale=scale, mode="stretch")
 
 
+def test_kernel_long_lists_take_one_table(kernels):
+    """A list's per-image records and plans go to the kernel by value up to 64 images, and
+    a longer list's as one uploaded table: both forms equal the CPU recipe, at the boundary
+    too, with views (reversed rows, every other column) among the images."""
+    rng = np.random.default_rng(8)
+    images = [random_image(rng, (3 + i % 7, 2 + i % 11, 3), np.uint8) for i in range(70)]
+    images[5] = images[5][::-1]
+    images[66] = random_image(rng, (9, 12, 3), np.uint8)[:, ::2]
+    for n in (64, 65, 70):
+        check(kernels, images[:n], (6, 8), mode="letterbox", interpolation="linear")
+    check(kernels, images, (5, 7), mode="center_crop", interpolation="nearest", layout="NHWC")
+
+
 def test_kernel_uniform_equals_list(kernels):
     rng = np.random.default_rng(6)
     batch = random_image(rng, (3, 27, 35, 3), np.uint8)

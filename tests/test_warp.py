@@ -454,6 +454,30 @@ def test_kernel_ragged_list_and_empty(kernels):
     assert empty.shape == (0, 2, 3, 1)
 
 
+def test_kernel_long_lists_take_one_table(kernels):
+    """A list's per-image records go to the kernel by value up to 64 images, a longer
+    list's as one uploaded table: each output image is its own source warped by its own
+    matrix (cv2), at the boundary too, and align_faces picks faces from a long list."""
+    rng = np.random.default_rng(27)
+    sizes = [(4 + i % 5, 3 + i % 7) for i in range(70)]
+    imgs = [random_image(rng, s + (3,), np.uint8) for s in sizes]
+    imgs[3] = imgs[3][::-1]
+    Ms = np.stack([rotation(rng, *s) for s in sizes])
+    for n in (64, 65, 70):
+        out = kernels.poisoned((n, 5, 6, 3), np.uint8)
+        got = kernels.get(G.warp_affine([kernels.put(i) for i in imgs[:n]], Ms[:n], (5, 6), out=out,
+                                        border_mode="reflect101"))
+        for k in range(n):
+            np.testing.assert_array_equal(got[k], cv2_warp(imgs[k], Ms[k], (5, 6), "linear", "reflect101"),
+                                          err_msg=f"{n} images, image {k}")
+    lm = np.array([[[1.0, 1.0], [3.0, 1.2], [2.0, 2.0], [1.2, 3.0], [2.9, 3.1]]] * 3)
+    idx = np.array([69, 0, 66])
+    crops, mats = G.align_faces([kernels.put(i) for i in imgs], lm, idx, size=(7, 6))
+    crops, mats = kernels.get(crops), kernels.get(mats)
+    for f, k in enumerate(idx):
+        np.testing.assert_array_equal(crops[f], cv2_warp(imgs[k], mats[f], (7, 6), "linear"))
+
+
 def test_kernel_align_faces(kernels):
     imgs = [photo("astronaut")[::4, ::4], photo("coffee")[::4, ::4]]
     lm = np.array([[[45.0, 25.0], [60.0, 27.0], [51.0, 35.0], [46.0, 42.0], [58.0, 43.0]],
