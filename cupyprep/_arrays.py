@@ -323,13 +323,14 @@ class Prepared:
         """Like :meth:`convert` for one image of a list: a torch CUDA tensor comes back as a
         :class:`TensorView` (pointer, shape, strides) without a DLPack exchange, which is
         what a kernel over a ragged batch needs of it."""
-        if self.kind == "torch" and self.device and _is_torch(x) and x.device.type == "cuda":
-            if x.device.index != _device_id(self.array):
+        if self.kind == "torch" and self.device and _is_torch(x) and x.is_cuda:
+            device = x.get_device()
+            if device != _device_id(self.array):
                 raise ValueError(
                     f"{name}: expected an array on device {_device_id(self.array)} like the "
-                    f"image, got one on device {x.device.index}"
+                    f"image, got one on device {device}"
                 )
-            return TensorView(x)
+            return TensorView(x, device)
         return self.convert(x, name)
 
     def convert(self, x, name):
@@ -700,26 +701,33 @@ class TensorView:
     """What a kernel needs of a torch CUDA tensor: pointer, shape, strides, dtype, device;
     the attributes mirror cupy.ndarray's, so shape checks and launch tables read it alike."""
 
+    __slots__ = ("tensor", "shape", "ndim", "dtype", "itemsize", "strides", "data", "device")
+
     class _Data:
+        __slots__ = ("ptr",)
+
         def __init__(self, ptr):
             self.ptr = ptr
 
     class _Device:
+        __slots__ = ("id",)
+
         def __init__(self, index):
             self.id = index
 
-    def __init__(self, tensor):
+    def __init__(self, tensor, device=None):
+        # a list of many images makes one of these per image: plain attribute reads only
         self.tensor = tensor
-        self.shape = tuple(tensor.shape)
-        self.ndim = tensor.dim()
-        numpy_dtypes = _NUMPY_DTYPES()
-        if tensor.dtype not in numpy_dtypes:
+        self.shape = shape = tuple(tensor.shape)
+        self.ndim = len(shape)
+        dtype = _NUMPY_DTYPES().get(tensor.dtype)
+        if dtype is None:
             raise TypeError(f"images: dtype {tensor.dtype} is not supported, got {describe(tensor)}")
-        self.dtype = numpy_dtypes[tensor.dtype]
-        self.itemsize = tensor.element_size()
-        self.strides = tuple(s * self.itemsize for s in tensor.stride())
+        self.dtype = dtype
+        self.itemsize = k = dtype.itemsize
+        self.strides = tuple([s * k for s in tensor.stride()])
         self.data = self._Data(tensor.data_ptr())
-        self.device = self._Device(tensor.device.index)
+        self.device = self._Device(tensor.get_device() if device is None else device)
 
 
 def _int_twin(dtype):
@@ -781,11 +789,12 @@ def on_input_device(fn):
 def _byte_span(a):
     """``[lo, hi)``: the addresses an array's elements lie in (empty for no elements);
     numpy, cupy or :class:`TensorView`."""
-    if any(n == 0 for n in a.shape):
+    shape = a.shape
+    if 0 in shape:
         return 0, 0
     lo = a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr
     hi = lo + a.itemsize
-    for n, s in zip(a.shape, a.strides):
+    for n, s in zip(shape, a.strides):
         if s < 0:
             lo += (n - 1) * s
         else:

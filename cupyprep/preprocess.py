@@ -1,6 +1,7 @@
 """Fused batch preprocessing: decoded frames to a model's input tensor in one launch."""
 from __future__ import annotations
 
+import functools
 import numbers
 from dataclasses import dataclass
 
@@ -90,6 +91,10 @@ def plan(h0, w0, size, mode, resize_size=None):
         return (S - n) // 2 if n < S else -int(round((n - S) / 2.0))
 
     return nh, nw, offset(nh, H), offset(nw, W)
+
+
+# plan() of a list's images: frames of a few sizes recur from call to call
+_plan = functools.lru_cache(maxsize=1024)(plan)
 
 
 @dataclass(frozen=True)
@@ -412,7 +417,7 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     if uniform:  # one geometry for the whole batch
         plans = np.tile(np.array(plan(geo.h, geo.w, (H, W), mode, resize_size), np.int64), (n, 1))
     else:
-        plans = np.array([plan(h, w, (H, W), mode, resize_size) for h, w in sizes], np.int64)
+        plans = np.array([_plan(h, w, (H, W), mode, resize_size) for h, w in sizes], np.int64)
     meta = PreprocessMeta(
         orig_size=np.array(sizes, np.int64).reshape(n, 2),
         resized_size=plans[:, :2].copy(),
