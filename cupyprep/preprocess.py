@@ -338,7 +338,8 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     ----------
     images : NHWC array, HWC array, or list of HWC arrays (numpy, cupy or torch)
         Same-size images as one NHWC array, or images of different sizes as a list (one
-        launch over the whole ragged batch). uint8, uint16, float16 or float32; 1, 3 or 4
+        launch over the whole ragged batch; up to 64 images go to the kernel by value, so a
+        CUDA graph can capture the call). uint8, uint16, float16 or float32; 1, 3 or 4
         channels; every image of a list has the same dtype and channel count.
     size : (int, int)
         Output (height, width).
