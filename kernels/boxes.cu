@@ -12,11 +12,13 @@
 namespace {
 
 // A result of the boxes' own dtype: float32 as computed; float16 rounded to float16 after
-// every operation, as NumPy's float16 arithmetic does (computed in float32, rounded back).
+// every operation, as NumPy's float16 arithmetic does (computed in float32, rounded back);
+// float64 (computed in double) as computed.
 template <typename T> __device__ __forceinline__ float in_dtype(float v) { return v; }
 template <> __device__ __forceinline__ float in_dtype<cp_half>(float v) {
     return cp::to_float(cp::from_float<cp_half>(v));
 }
+template <typename T> __device__ __forceinline__ double in_dtype(double v) { return v; }
 
 // NumPy's maximum / minimum: NaN in the first operand propagates; otherwise the first
 // operand unless the second is strictly larger / smaller.
@@ -273,10 +275,6 @@ template <typename T> __device__ __forceinline__ T narrow(typename Arith<T>::typ
 }
 template <> __device__ __forceinline__ double narrow<double>(double v) { return v; }
 
-// one operation's result in T
-template <typename T> __device__ __forceinline__ float rounded(float v) { return in_dtype<T>(v); }
-template <typename T> __device__ __forceinline__ double rounded(double v) { return v; }
-
 __device__ __forceinline__ float sub_rn(float a, float b) { return __fsub_rn(a, b); }
 __device__ __forceinline__ double sub_rn(double a, double b) { return __dsub_rn(a, b); }
 __device__ __forceinline__ float div_rn(float a, float b) { return __fdiv_rn(a, b); }
@@ -319,8 +317,8 @@ __global__ void cupyprep_map_coords(const T* __restrict__ src, cp::i64 P, cp::i6
         for (int k = 0; k < W; ++k) {
             const F mul = widen(m[k & 1]), add = widen(m[2 + (k & 1)]);
             const F c = widen(p[k * s_k]);
-            F v = INVERSE ? rounded<T>(div_rn(rounded<T>(sub_rn(c, add)), mul))
-                          : rounded<T>(add_rn(rounded<T>(mul_rn(c, mul)), add));
+            F v = INVERSE ? in_dtype<T>(div_rn(in_dtype<T>(sub_rn(c, add)), mul))
+                          : in_dtype<T>(add_rn(in_dtype<T>(mul_rn(c, mul)), add));
             if (CLIP) v = np_minimum(np_maximum(v, (F)0), widen(m[4 + (k & 1)]));
             q[k] = narrow<T>(v);
         }
