@@ -170,11 +170,16 @@ def read_back(x, what, hint):
 def refuse_under_capture(what, hint):
     """:func:`read_back`'s error, raised now if the current stream is capturing (for work
     before the read that cannot be captured either)."""
-    import cupy
-
-    if cupy.cuda.get_current_stream().is_capturing():
+    if _capturing():
         raise ValueError(f"{what} is read back to the host by this call, which a CUDA graph "
                          f"cannot capture; {hint}")
+
+
+def _capturing():
+    """Whether the current stream (the launch context's) is being captured."""
+    import cupy
+
+    return cupy.cuda.get_current_stream().is_capturing()
 
 
 def upload(xp, a, what, hint, dtype=None):
@@ -190,12 +195,10 @@ def upload(xp, a, what, hint, dtype=None):
     ``hint``", ``what`` naming the argument the data come from."""
     if xp is np or isinstance(a, xp.ndarray):
         return xp.asarray(a, dtype=dtype)
-    import cupy
-
-    if cupy.cuda.get_current_stream().is_capturing():
+    if _capturing():
         raise ValueError(f"{what} is copied from host memory to the device by this call, which "
                          f"a CUDA graph cannot capture; {hint}")
-    return cupy.asarray(a, dtype=dtype)
+    return xp.asarray(a, dtype=dtype)
 
 
 class _Constant:

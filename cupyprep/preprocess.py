@@ -163,11 +163,12 @@ class PreprocessMeta:
     # device coords: computed on their device and stream, as the ops run (a list's arrays
     # each by the recursive call)
     @_arrays.on_input_device
-    def _map(self, coords, image_index, inverse, clip, image0=None):
+    def _map(self, coords, image_index, inverse, clip, image0=None, table=None):
         if isinstance(coords, (list, tuple)):
             if len(coords) != len(self):
                 raise ValueError(f"coords: expected a list of {len(self)} arrays, got {len(coords)}")
-            return [self._map(c, None, inverse, clip, image0=i) for i, c in enumerate(coords)]
+            table = self._table(inverse)  # once for the list
+            return [self._map(c, None, inverse, clip, image0=i, table=table) for i, c in enumerate(coords)]
         width = coords.shape[-1]
         if width not in (2, 4):
             raise ValueError(f"coords: expected a last axis of 4 (xyxy) or 2 (xy), got {_arrays.describe(coords)}")
@@ -178,7 +179,8 @@ class PreprocessMeta:
         elif coords.ndim != 3 or coords.shape[0] != len(self):
             raise ValueError(f"coords: expected shape ({len(self)}, K, {width}) or image_index, "
                              f"got {tuple(coords.shape)}")
-        table = self._table(inverse)
+        if table is None:
+            table = self._table(inverse)
         call = _arrays.prepare(coords, "coords")
         dtype = _map_dtype(coords)
         if call.device and dtype is not None:
