@@ -183,10 +183,10 @@ def ragged(arrays, name, sizes, strides, xp, plans=None):
     """Kernel arguments for a list of images: ``(table, records, plans_arg)``.
 
     ``arrays`` are the images of the list argument ``name`` (anything with ``.data.ptr``;
-    NumPy under the emulator), ``sizes`` their (h, w) and ``strides`` their (s_y, s_x, s_c) in elements; ``plans``
-    optional per-image int32 rows the kernel reads beside the records. Up to
-    :data:`RAGGED_IMAGES` images go by value: ``table`` is None, ``records`` a
-    ``RaggedImages<RAGGED_IMAGES>`` and ``plans_arg`` an ``int[RAGGED_IMAGES * k]``
+    NumPy under the emulator), ``sizes`` their (h, w) and ``strides`` their (s_y, s_x, s_c)
+    in elements; ``plans`` optional per-image int32 rows the kernel reads beside the
+    records. Up to :data:`RAGGED_IMAGES` images go by value: ``table`` is None, ``records``
+    a ``RaggedImages<RAGGED_IMAGES>`` and ``plans_arg`` an ``int[RAGGED_IMAGES * k]``
     struct (nothing to upload, so a CUDA graph can capture the launch). A longer list's
     records, followed by its plans, are uploaded as one table (``_arrays.upload_ragged``),
     and both structs are zeros.
@@ -195,31 +195,30 @@ def ragged(arrays, name, sizes, strides, xp, plans=None):
 
     n = len(arrays)
     record, list_dtype = _ragged_dtypes()
-    emulated = bool(_emulators)
     small = n <= RAGGED_IMAGES
     if small:
         arg = np.zeros((), list_dtype)
         recs = arg["v"][:n]
     else:
         recs = np.zeros(n, record)
-    if not emulated:
+    if not _emulators:
         recs["ptr"] = [a.data.ptr for a in arrays]
     recs["h"], recs["w"] = np.asarray(sizes, np.int32).reshape(n, 2).T
     recs[["s_y", "s_x", "s_c"]] = [tuple(st) for st in strides]
     plans = None if plans is None else np.ascontiguousarray(plans, np.int32).reshape(n, -1)
-    if small:
-        plans_arg = None if plans is None else by_value(plans, np.int32, RAGGED_IMAGES * plans.shape[1])
-        if emulated:
-            from .testing import Records
 
-            return None, Records(arg, [(record.itemsize * i, a) for i, a in enumerate(arrays)]), plans_arg
-        return None, arg[()], plans_arg
-    data = recs.tobytes() + (b"" if plans is None else plans.tobytes())
-    no_plans = None if plans is None else by_value((), np.int32, RAGGED_IMAGES * plans.shape[1])
-    if emulated:
+    def with_pointers(data):  # the emulator patches each record's pointer in
         from .testing import Records
 
-        return Records(data, [(record.itemsize * i, a) for i, a in enumerate(arrays)]), no_ragged(), no_plans
+        return Records(data, [(record.itemsize * i, a) for i, a in enumerate(arrays)])
+
+    if small:
+        plans_arg = None if plans is None else by_value(plans, np.int32, RAGGED_IMAGES * plans.shape[1])
+        return None, (with_pointers(arg) if _emulators else arg[()]), plans_arg
+    data = recs.tobytes() + (b"" if plans is None else plans.tobytes())
+    no_plans = None if plans is None else by_value((), np.int32, RAGGED_IMAGES * plans.shape[1])
+    if _emulators:
+        return with_pointers(data), no_ragged(), no_plans
     from . import _arrays
 
     return (_arrays.upload_ragged(xp, np.frombuffer(data, np.uint8), name, RAGGED_IMAGES),
