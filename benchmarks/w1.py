@@ -1,5 +1,6 @@
 """W1: 32 frames 1080x1920x3 uint8 BGR -> letterbox 640x640, pad 114, RGB, /255, NCHW
-float32; also as a ragged list of 32 frames of mixed sizes around 1080p."""
+float32; also with area interpolation (W1a), and as a ragged list of 32 frames of mixed
+sizes around 1080p (W1r)."""
 from __future__ import annotations
 
 N, H, W, C = 32, 1080, 1920, 3
@@ -30,6 +31,24 @@ def run(bench):
     floor_bytes = N * rows_read * W * C + N * C * SIZE[0] * SIZE[1] * 4
     bench.record("W1", "cupyprep preprocess (1 launch)", ours, len(inputs), floor_bytes)
     bench.record("W1", "torch interpolate + pad + div", torch_method, len(inputs), floor_bytes, baseline=True)
+
+    # area (YOLOv5's interpolation for shrinking): 1080 x 1920 to 360 x 640 is a factor of 3
+    # on both axes, where OpenCV's area is a cell mean and torch's "area" (adaptive average
+    # pooling) the same cells; every source pixel is read
+    def ours_area(i):
+        cupyprep.preprocess(inputs[i], SIZE, interpolation="area", out=out)
+
+    def torch_area(i):
+        x = inputs[i].permute(0, 3, 1, 2).flip(1).float()
+        x = F.interpolate(x, size=(nh, nw), mode="area")
+        x = F.pad(x, (0, 0, 140, 140), value=114.0)
+        return x / 255
+
+    floor_area = N * H * W * C + N * C * SIZE[0] * SIZE[1] * 4
+    bench.record("W1a", "cupyprep preprocess, area (resize + fused kernel: 2 launches)", ours_area,
+                 len(inputs), floor_area)
+    bench.record("W1a", "torch interpolate (area) + pad + div", torch_area, len(inputs), floor_area,
+                 baseline=True)
 
     # ragged: 32 frames of mixed sizes around 1080p, one launch
     rng = np.random.default_rng(0)

@@ -16,7 +16,8 @@ __all__ = ["preprocess", "PreprocessMeta", "MODES"]
 MODES = ("letterbox", "stretch", "center_crop", "letterbox_top_left")
 PREPROCESS_DTYPES = (np.uint8, np.uint16, np.float16, np.float32)
 OUT_DTYPES = ("float32", "float16", "uint8")
-_KERNEL_INTERPOLATIONS = ("nearest", "linear", "cubic")
+# the fused kernel's own (area resizes first, then takes nearest at scale 1)
+_FUSED_INTERPOLATIONS = ("nearest", "linear", "cubic")
 
 
 def _expr(interpolation, in_dtype, out_dtype, cn, dense, ragged):
@@ -29,7 +30,7 @@ def _expr(interpolation, in_dtype, out_dtype, cn, dense, ragged):
 def _variants():
     return [
         _expr(i, d, o, cn, dense, ragged)
-        for i in _KERNEL_INTERPOLATIONS
+        for i in _FUSED_INTERPOLATIONS
         for d in PREPROCESS_DTYPES
         for o in OUT_DTYPES
         for cn in (1, 3, 4)
@@ -315,6 +316,17 @@ def _clip(out, hi):
 
 
 # --- the op ----------------------------------------------------------------------------------
+def _area_resized(image, plan_row):
+    """``image`` (NHWC or HW / HWC; None plan: an empty batch, as it is) resized to its
+    plan's (nh, nw) by OpenCV's area interpolation, on the device, as the same kind."""
+    from .geometry import _resize
+
+    if plan_row is None:
+        return image
+    layout = "NHWC" if image.ndim == 4 else "HWC"
+    return _resize(image, (int(plan_row[0]), int(plan_row[1])), "area", layout, None)
+
+
 def _gather(images):
     """Read the images argument: ``(prepared_first, arrays, uniform)``."""
     if isinstance(images, (list, tuple)):
@@ -334,7 +346,8 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
                pad_value=114, mean=None, std=None, scale=1 / 255, swap_rb=True, layout="NCHW",
                dtype="float32", out=None):
     """Decoded frames to a model's input batch: resize, pad or crop, channel order,
-    ``(x * scale - mean) / std``, layout and dtype, in one kernel launch.
+    ``(x * scale - mean) / std``, layout and dtype, in one kernel launch (with ``area``,
+    two: see ``interpolation``).
 
     Parameters
     ----------
@@ -354,7 +367,10 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     resize_size : int, optional
         ``center_crop`` only: the resized shorter side (default ``min(size)``).
     interpolation : {"nearest", "linear", "area", "cubic"}
-        As :func:`cupyprep.resize` (``cv2.resize`` semantics).
+        As :func:`cupyprep.resize` (``cv2.resize`` semantics). ``area`` (YOLOv5's choice
+        for shrinking) runs on the GPU as :func:`cupyprep.resize`'s area kernel into a
+        temporary of the planned size (one launch for a batch, one per image of a list),
+        then the fused kernel at scale 1.
     pad_value : float or sequence
         In input pixel units and input channel order (114 is YOLO's gray); normalized like a
         pixel.
@@ -433,14 +449,22 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         res = cpu.preprocess(imgs, (H, W), plans, interpolation, pad, mean, std, scale, swap_rb,
                              layout == "NHWC", out_dtype, c)
         return first.result(res, out), meta
-    if interpolation not in _KERNEL_INTERPOLATIONS:
-        raise NotImplementedError(
-            f"interpolation: {interpolation!r} has no fused GPU kernel yet; use one of "
-            f"{list(_KERNEL_INTERPOLATIONS)}, or resize() then normalize()"
-        )
     xp = first.xp
     inputs = [arr] if uniform else arrays
     with first.launch(), first.writing(out, out_shape, out_dtype, inputs) as (native, dst):
+        if interpolation == "area":
+            # OpenCV's area resize is resize()'s kernel (its tables kept per geometry); the
+            # fused kernel then places, pads and normalizes the resized pixels at scale 1,
+            # where nearest is a copy
+            if uniform:
+                arr = _area_resized(arr, plans[0] if n else None)
+                geo = _validate.image_layout("images", arr, "NHWC", max_channels=4)
+            else:
+                arrays = [first.convert_image(_area_resized(
+                    a.tensor if isinstance(a, _arrays.TensorView) else a, p), "images")
+                    for a, p in zip(arrays, plans)]
+                sizes = [a.shape[:2] for a in arrays]
+            interpolation = "nearest"
         d = _arrays.element_strides(dst, "out")
         if layout == "NCHW":
             d_n, d_c, d_y, d_x = d

@@ -21,6 +21,10 @@ def image_ops():
         ("to_gray", lambda x: cupyprep.to_gray(x)),
         ("preprocess", lambda x: cupyprep.preprocess(x, (32, 32))[0]),
         ("preprocess_ragged", lambda x: cupyprep.preprocess([x[0], x[1, :20]], (32, 32))[0]),
+        # area: resize()'s kernel, then the fused kernel
+        ("preprocess_area", lambda x: cupyprep.preprocess(x, (32, 32), interpolation="area")[0]),
+        ("preprocess_area_ragged",
+         lambda x: cupyprep.preprocess([x[0], x[1, :20]], (24, 28), interpolation="area")[0]),
     ]
 
 

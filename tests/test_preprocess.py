@@ -283,6 +283,37 @@ def test_kernel_ragged_uint8(kernels, mode, interpolation):
               mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_kernel_area(kernels, mode):
+    """interpolation="area" (resize()'s area kernel, then the fused placement and
+    normalization) equals the CPU recipe (cv2.resize with INTER_AREA) for a list and a
+    batch, through each of OpenCV's three area algorithms: an integer factor (48 x 64 to
+    the canvas's 24 x 32), other shrinks, enlargements (9 x 13, 1 x 1); with views in the
+    list."""
+    rng = np.random.default_rng(9)
+    images = [random_image(rng, s + (3,), np.uint8) for s in [(48, 64), (37, 50), (9, 13), (1, 1)]]
+    images.append(random_image(rng, (30, 44, 3), np.uint8)[::-1, ::2])
+    check(kernels, images, (24, 32), mode=mode, interpolation="area", mean=(0.485, 0.456, 0.406),
+          std=(0.229, 0.224, 0.225))
+    check(kernels, random_image(rng, (3, 48, 64, 3), np.uint8), (24, 32), mode=mode, interpolation="area",
+          layout="NHWC", dtype="uint8", scale=1.0)
+    check(kernels, random_image(rng, (2, 31, 45, 3), np.uint8), (24, 32), mode=mode, interpolation="area")
+
+
+def test_kernel_area_dtypes_and_channels(kernels):
+    """Area for float and uint16 images (OpenCV's float arithmetic, which its CPU dispatch
+    may fuse: check()'s written tolerance), an HW image beside an H x W x 1 one, 4 channels,
+    and an empty batch."""
+    rng = np.random.default_rng(10)
+    for dtype in (np.float32, np.uint16, np.float16):
+        images = [np.abs(random_image(rng, s + (3,), dtype)) for s in [(50, 38), (17, 23)]]
+        check(kernels, images, (16, 20), exact=False, interpolation="area", scale=1.0)
+    gray = [random_image(rng, (40, 30), np.uint8), random_image(rng, (21, 33, 1), np.uint8)]
+    check(kernels, gray, (16, 16), interpolation="area")
+    check(kernels, random_image(rng, (2, 33, 47, 4), np.uint8), (16, 16), interpolation="area")
+    check(kernels, np.zeros((0, 27, 35, 3), np.uint8), (20, 20), interpolation="area")
+
+
 @pytest.mark.parametrize("in_dtype", [np.uint16, np.float16, np.float32])
 def test_kernel_input_dtypes(kernels, in_dtype):
     rng = np.random.default_rng(4)
