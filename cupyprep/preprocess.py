@@ -460,9 +460,11 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
                 arr = _area_resized(arr, plans[0] if n else None)
                 geo = _validate.image_layout("images", arr, "NHWC", max_channels=4)
             else:
-                arrays = [first.convert_image(_area_resized(
-                    a.tensor if isinstance(a, _arrays.TensorView) else a, p), "images")
-                    for a, p in zip(arrays, plans)]
+                # each image as the caller gave it (a torch list's first array is a CuPy
+                # view), resized as the same kind, then read as a list's images are
+                given = images if isinstance(images, (list, tuple)) else [images]
+                arrays = [first.convert_image(_area_resized(im, p), "images")
+                          for im, p in zip(given, plans)]
                 sizes = [a.shape[:2] for a in arrays]
             interpolation = "nearest"
         d = _arrays.element_strides(dst, "out")

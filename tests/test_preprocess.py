@@ -298,6 +298,9 @@ def test_kernel_area(kernels, mode):
     check(kernels, random_image(rng, (3, 48, 64, 3), np.uint8), (24, 32), mode=mode, interpolation="area",
           layout="NHWC", dtype="uint8", scale=1.0)
     check(kernels, random_image(rng, (2, 31, 45, 3), np.uint8), (24, 32), mode=mode, interpolation="area")
+    one, _ = cupyprep.preprocess(kernels.put(images[1]), (24, 32), mode=mode, interpolation="area")
+    np.testing.assert_array_equal(kernels.get(one), reference([images[1]], (24, 32), mode=mode,
+                                                              interpolation="area"))
 
 
 def test_kernel_area_dtypes_and_channels(kernels):
