@@ -100,6 +100,29 @@ __global__ void cupyprep_resize_area_fast(CUPYPREP_RESIZE_PARAMS, int isy, int i
             continue;
         }
         const T* cell = src + sb + (cp::i64)sy0 * s_y + (cp::i64)sx0 * s_x;
+        if constexpr (sizeof(T) == 1) {
+            // an exact int32 sum in any order: a row's pixels four at a time (predicated),
+            // every channel of a pixel together, so a thread has up to 4 * CN independent
+            // loads in flight instead of one element after another
+            int sum[CN] = {};
+            for (int cy = 0; cy < isy; ++cy) {
+                const T* r = cell + (cp::i64)cy * s_y;
+                for (int cx = 0; cx < isx; cx += 4) {
+#pragma unroll
+                    for (int u = 0; u < 4; ++u) {
+                        if (cx + u < isx) {
+#pragma unroll
+                            for (int c = 0; c < CN; ++c)
+                                sum[c] += r[(cp::i64)(cx + u) * s_x + c * s_c];
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int c = 0; c < CN; ++c)
+                dst[db + c * d_c] = cp::from_float<T>(__fmul_rn((float)sum[c], inv_area));
+            continue;
+        }
 #pragma unroll
         for (int c = 0; c < CN; ++c) {
             const T* p = cell + c * s_c;
@@ -114,11 +137,7 @@ __global__ void cupyprep_resize_area_fast(CUPYPREP_RESIZE_PARAMS, int isy, int i
                 }
                 return v;
             };
-            if constexpr (sizeof(T) == 1) {
-                int sum = 0;
-                for (int k = 0; k < area; ++k) sum += next();
-                *q = cp::from_float<T>(__fmul_rn((float)sum, inv_area));
-            } else if constexpr (cp::is_integer<T>::value) {
+            if constexpr (cp::is_integer<T>::value) {
                 float sum = 0.f;
                 int k = 0;
                 for (; k + 4 <= area; k += 4) {
