@@ -185,17 +185,16 @@ def _capturing():
 def upload(xp, a, what, hint, dtype=None):
     """``a`` on the current device as a ``xp`` array of ``dtype``: host data copied there,
     an ``xp`` array (already on the device) as it is, or converted there; NumPy under the
-    kernel emulator, as it is. The copy goes through CuPy, which stages it through page-locked memory and
-    copies asynchronously on the current stream (the launch context's), where
-    ``torch.as_tensor`` from NumPy onto the device would wait for that stream to drain.
+    kernel emulator, as it is. The copy goes through CuPy, which stages it through
+    page-locked memory and copies asynchronously on the current stream (the launch
+    context's), where ``torch.as_tensor`` from NumPy onto the device would wait for that
+    stream to drain.
 
     A CUDA graph cannot capture a copy from pageable host memory (the capture is
     invalidated, and torch reports that at its end without naming the cause): under
     capture this raises a ``ValueError`` instead, "``what`` is copied from host memory ...;
     ``hint``", ``what`` naming the argument the data come from."""
-    if xp is np or isinstance(a, xp.ndarray):
-        return xp.asarray(a, dtype=dtype)
-    if _capturing():
+    if xp is not np and not isinstance(a, xp.ndarray) and _capturing():
         raise ValueError(f"{what} is copied from host memory to the device by this call, which "
                          f"a CUDA graph cannot capture; {hint}")
     return xp.asarray(a, dtype=dtype)

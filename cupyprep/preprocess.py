@@ -200,12 +200,18 @@ class PreprocessMeta:
         return np.stack([self.scale[:, 1], self.scale[:, 0], self.offset[:, 1], self.offset[:, 0],
                          limits[:, 1], limits[:, 0]], axis=1).astype(np.float64)
 
+    @staticmethod
+    def _check_index(idx, k, got):
+        """A ValueError unless ``idx`` (host or device) is (k,) integers; ``got()`` describes
+        it."""
+        if tuple(idx.shape) != (k,) or (idx.size and idx.dtype.kind not in "iu"):
+            raise ValueError(f"image_index: expected ({k},) integers (one per row of coords), "
+                             f"got {got()}")
+
     def _host_index(self, image_index, k):
         """A host ``image_index``: (k,) integers in [0, N), else a ValueError naming it."""
         idx = np.asarray(_arrays.to_host(image_index))
-        if idx.shape != (k,) or (idx.size and idx.dtype.kind not in "iu"):
-            raise ValueError(f"image_index: expected ({k},) integers (one per row of coords), got "
-                             f"shape {idx.shape} dtype {idx.dtype}")
+        self._check_index(idx, k, lambda: f"shape {idx.shape} dtype {idx.dtype}")
         if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
             raise ValueError(f"image_index: expected values in [0, {len(self)}), got "
                              f"{idx.min()}..{idx.max()}")
@@ -224,9 +230,7 @@ class PreprocessMeta:
             k = arr.shape[0]
             index = call.sibling(image_index, "image_index")
             if index is not None:
-                if index.shape != (k,) or (index.size and index.dtype.kind not in "iu"):
-                    raise ValueError(f"image_index: expected ({k},) integers (one per row of coords), "
-                                     f"got {_arrays.describe(image_index)}")
+                self._check_index(index, k, lambda: _arrays.describe(image_index))
                 index = xp.ascontiguousarray(index, dtype=np.int64)
             else:
                 index = _arrays.upload(xp, self._host_index(image_index, k), "image_index",
