@@ -153,9 +153,10 @@ def get_function(filename: str, name_expression: str):
     return _cuda_function(filename, name_expression)
 
 
-# A list of images' per-image records (kernels/common.cuh: RaggedImage, RaggedImages): up
-# to RAGGED_IMAGES of them go to a kernel by value, a longer list's in one device table.
-RAGGED_IMAGES = 64
+# Images whose per-image data goes to a kernel by value (kernels/common.cuh's
+# kImagesByValue): a list's records (RaggedImage), preprocess's plans, PreprocessMeta's
+# mapping. A longer list's go in one device table.
+IMAGES_BY_VALUE = 64
 
 
 @functools.lru_cache(maxsize=None)
@@ -164,11 +165,12 @@ def _ragged_dtypes():
 
     record = np.dtype([("ptr", "<u8"), ("h", "<i4"), ("w", "<i4"), ("s_y", "<i8"),
                        ("s_x", "<i8"), ("s_c", "<i8")])
-    return record, np.dtype([("v", record, (RAGGED_IMAGES,))])
+    return record, np.dtype([("v", record, (IMAGES_BY_VALUE,))])
 
 
 def no_ragged():
-    """The ``RaggedImages<RAGGED_IMAGES>`` argument of a launch that reads no list (zeros)."""
+    """The ``ByValue<RaggedImage, IMAGES_BY_VALUE>`` argument of a launch that reads no list
+    (zeros)."""
     return _no_ragged()[()]
 
 
@@ -185,9 +187,9 @@ def ragged(arrays, name, sizes, strides, xp, plans=None):
     ``arrays`` are the images of the list argument ``name`` (anything with ``.data.ptr``;
     NumPy under the emulator), ``sizes`` their (h, w) and ``strides`` their (s_y, s_x, s_c)
     in elements; ``plans`` optional per-image int32 rows the kernel reads beside the
-    records. Up to :data:`RAGGED_IMAGES` images go by value: ``table`` is None, ``records``
-    a ``RaggedImages<RAGGED_IMAGES>`` and ``plans_arg`` an ``int[RAGGED_IMAGES * k]``
-    struct (nothing to upload, so a CUDA graph can capture the launch). A longer list's
+    records. Up to :data:`IMAGES_BY_VALUE` images go by value: ``table`` is None, ``records``
+    a ``ByValue<RaggedImage, IMAGES_BY_VALUE>`` and ``plans_arg`` a ``ByValue<int,
+    IMAGES_BY_VALUE * k>`` (nothing to upload, so a CUDA graph can capture the launch). A longer list's
     records, followed by its plans, are uploaded as one table (``_arrays.upload_ragged``),
     and both structs are zeros.
     """
@@ -195,7 +197,7 @@ def ragged(arrays, name, sizes, strides, xp, plans=None):
 
     n = len(arrays)
     record, list_dtype = _ragged_dtypes()
-    small = n <= RAGGED_IMAGES
+    small = n <= IMAGES_BY_VALUE
     if small:
         arg = np.zeros((), list_dtype)
         recs = arg["v"][:n]
@@ -213,21 +215,21 @@ def ragged(arrays, name, sizes, strides, xp, plans=None):
         return Records(data, [(record.itemsize * i, a) for i, a in enumerate(arrays)])
 
     if small:
-        plans_arg = None if plans is None else by_value(plans, np.int32, RAGGED_IMAGES * plans.shape[1])
+        plans_arg = None if plans is None else by_value(plans, np.int32, IMAGES_BY_VALUE * plans.shape[1])
         return None, (with_pointers(arg) if _emulators else arg[()]), plans_arg
     data = recs.tobytes() + (b"" if plans is None else plans.tobytes())
-    no_plans = None if plans is None else by_value((), np.int32, RAGGED_IMAGES * plans.shape[1])
+    no_plans = None if plans is None else by_value((), np.int32, IMAGES_BY_VALUE * plans.shape[1])
     if _emulators:
         return with_pointers(data), no_ragged(), no_plans
     from . import _arrays
 
-    return (_arrays.upload_ragged(xp, np.frombuffer(data, np.uint8), name, RAGGED_IMAGES),
+    return (_arrays.upload_ragged(xp, np.frombuffer(data, np.uint8), name, IMAGES_BY_VALUE),
             no_ragged(), no_plans)
 
 
 def by_value(values, dtype, count):
     """``values`` (at most ``count`` of them) as a kernel parameter of type
-    ``struct { T v[count]; }`` passed by value, ``T`` the C type of ``dtype``: a NumPy
+    ``ByValue<T, count>`` (``struct { T v[count]; }``, kernels/common.cuh) passed by value, ``T`` the C type of ``dtype``: a NumPy
     structured scalar, zeros after the values."""
     import numpy as np
 

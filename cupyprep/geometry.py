@@ -679,7 +679,7 @@ def _inverse(m, perspective, inverse_map, name):
 
 
 def _mat_value(m):
-    """One host (2, 3) or (3, 3) float64 matrix as warp.cu's ``Mat9`` (9 doubles by value)."""
+    """One host (2, 3) or (3, 3) float64 matrix as warp.cu's ``ByValue<double, 9>`` (by value)."""
     return _kernels.by_value(m, np.float64, 9)
 
 

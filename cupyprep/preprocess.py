@@ -235,16 +235,16 @@ class PreprocessMeta:
             else:
                 index = _arrays.upload(xp, self._host_index(image_index, k), "image_index",
                                        "pass it on the coordinates' device")
-        n = len(self)
+        n, limit = len(self), _kernels.IMAGES_BY_VALUE
         values = table.astype(dtype)
-        if n <= _MAP_IMAGES:  # by value
+        if n <= limit:  # by value
             tab, small = None, values
         else:
             tab = _arrays.upload(xp, values, "meta: its per-image geometry",
-                                 f"above {_MAP_IMAGES} images it is copied per call; map the "
+                                 f"above {limit} images it is copied per call; map the "
                                  "coordinates outside the capture")
             small = ()
-        small = _kernels.by_value(small, dtype, _MAP_IMAGES * 6)  # boxes.cu's MapTable<T>
+        small = _kernels.by_value(small, dtype, limit * 6)  # boxes.cu's ByValue<T, limit * 6>
         native, out = call.output(None, arr.shape, dtype)
         expr = (f"cupyprep_map_coords<{_MAP_TYPES[np.dtype(dtype)]}, {arr.shape[-1]}, "
                 f"{'true' if inverse else 'false'}, {'true' if clip else 'false'}>")
@@ -270,7 +270,6 @@ def _map_expression(coords, table, idx, inverse, clip):
     return _clip(out, hi) if clip else out
 
 
-_MAP_IMAGES = 64  # kernels/boxes.cu kMapImages: images whose geometry goes by value
 _MAP_TYPES = {**{np.dtype(t): C_TYPES[np.dtype(t)] for t in (np.float16, np.float32)},
               np.dtype(np.float64): "double"}
 

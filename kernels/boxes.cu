@@ -250,16 +250,9 @@ __global__ void cupyprep_decode_yolo_tiles(const T* __restrict__ pred, cp::i64 A
 // minimum(maximum(v, 0), hi); each operation rounded on its own in T (float16: computed in
 // float32 and rounded back, as NumPy's float16 arithmetic). Image n's six values (mul x,
 // mul y, add x, add y, hi x, hi y), already rounded to T, come from `table` (N rows), or
-// where it is NULL from `small`, passed by value (up to kMapImages images: nothing to
+// where it is NULL from `small`, passed by value (up to cp::kImagesByValue images: nothing to
 // upload, and a CUDA graph keeps them). Row r's image is index[r] where `index` is given
 // (an index outside [0, N) makes the row NaN), else image0 + r / P.
-constexpr int kMapImages = 64;
-
-template <typename T>
-struct MapTable {
-    T v[kMapImages * 6];
-};
-
 namespace {
 
 template <typename T> struct Arith { typedef float type; };
@@ -298,7 +291,8 @@ template <typename T, int W, bool INVERSE, bool CLIP>
 __global__ void cupyprep_map_coords(const T* __restrict__ src, cp::i64 P, cp::i64 s_a, cp::i64 s_p,
                                     cp::i64 s_k, const long long* __restrict__ index,
                                     cp::i64 image0, cp::i64 n_images, const T* __restrict__ table,
-                                    const __grid_constant__ MapTable<T> small,
+                                    const __grid_constant__
+                                    cp::ByValue<T, cp::kImagesByValue * 6> small,
                                     T* __restrict__ dst, cp::i64 rows) {
     typedef typename Arith<T>::type F;
     const T* tab = table ? table : small.v;

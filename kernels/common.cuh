@@ -86,22 +86,29 @@ __device__ __forceinline__ i64 pixel_offset(const pixel& p, i64 s_n, i64 s_y, i6
     return p.n * s_n + p.y * s_y + (i64)p.x * s_x;
 }
 
+// --- arguments by value ---------------------------------------------------------------
+// N values of type T as one kernel parameter, passed by value and read in place through
+// __grid_constant__: nothing to upload per call, and a CUDA graph that captures the launch
+// keeps the values. _kernels.by_value packs one from the host.
+template <typename T, int N>
+struct ByValue {
+    T v[N];
+};
+
+// Images whose per-image data a kernel takes by value (a list's records, preprocess's
+// plans, PreprocessMeta's mapping); longer lists go through a device table.
+// _kernels.IMAGES_BY_VALUE is the same number.
+constexpr int kImagesByValue = 64;
+
 // --- ragged batches -------------------------------------------------------------------
 // One image of a list of images of different sizes: the address of its first element and
-// its geometry (strides in elements). A kernel over such a list takes up to kRaggedImages
-// records by value (nothing to upload per call, and a CUDA graph that captures the launch
-// keeps them), or, for a longer list, reads them from a device table where that is given.
+// its geometry (strides in elements). A kernel over such a list takes up to kImagesByValue
+// records by value, as a ByValue<RaggedImage, kImagesByValue>, or, for a longer list,
+// reads them from a device table where that is given.
 struct RaggedImage {
     unsigned long long ptr;
     int h, w;
     i64 s_y, s_x, s_c;
-};
-
-constexpr int kRaggedImages = 64;
-
-template <int N>
-struct RaggedImages {
-    RaggedImage v[N];
 };
 
 __device__ __forceinline__ unsigned char saturate_u8(int v) {

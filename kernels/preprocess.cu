@@ -13,25 +13,20 @@
 // constants; otherwise any element strides.
 // RAGGED = false: one NHWC batch, image n at base + n * s_n, one geometry for all.
 // RAGGED = true: a list, image n's source and geometry in records[n] and its plan in
-// plans[4n ..] = {nh, nw, off_y, off_x}: up to cp::kRaggedImages of each by value
+// plans[4n ..] = {nh, nw, off_y, off_x}: up to cp::kImagesByValue of each by value
 // (`small`, `small_plans`), or, where `table` is not NULL, N records followed by N plans
 // there. The resize step 1 / (nh / h0) is worked out here in double, as the host does it.
 #include "sampling.cuh"
-
-template <bool RAGGED>
-struct RaggedPlans {
-    int v[RAGGED ? cp::kRaggedImages * 4 : 1];
-};
 
 // BY_VALUE(type): how the records by value are declared (the kernel's own parameters,
 // or references to them in the functions it calls)
 #define CUPYPREP_GRID_CONSTANT(...) const __grid_constant__ __VA_ARGS__
 #define CUPYPREP_REFERENCE(...) const __VA_ARGS__&
-#define CUPYPREP_PREPROCESS_PARAMS(BY_VALUE)                                              \
-    const TIn* __restrict__ base, const cp::RaggedImage* __restrict__ table,              \
-        BY_VALUE(cp::RaggedImages<RAGGED ? cp::kRaggedImages : 1>) small,                 \
-        BY_VALUE(RaggedPlans<RAGGED>) small_plans, cp::i64 s_n, int h0,                   \
-        int w0, int nh, int nw, int off_y, int off_x, cp::i64 s_y, cp::i64 s_x,            \
+#define CUPYPREP_PREPROCESS_PARAMS(BY_VALUE)                                               \
+    const TIn* __restrict__ base, const cp::RaggedImage* __restrict__ table,               \
+        BY_VALUE(cp::ByValue<cp::RaggedImage, RAGGED ? cp::kImagesByValue : 1>) small,     \
+        BY_VALUE(cp::ByValue<int, RAGGED ? cp::kImagesByValue * 4 : 1>) small_plans, cp::i64 s_n, \
+        int h0, int w0, int nh, int nw, int off_y, int off_x, cp::i64 s_y, cp::i64 s_x,    \
         cp::i64 s_c, double scale_y, double scale_x, TOut* __restrict__ dst, int H, int W, \
         cp::i64 d_n, cp::i64 d_y, cp::i64 d_x, cp::i64 d_c, int swap_rb, float scale,      \
         float m0, float m1, float m2, float m3, float sd0, float sd1, float sd2, float sd3, \

@@ -7,7 +7,7 @@
 // one matrix `mat_value` passed by value (a host matrix: nothing to upload, and a CUDA
 // graph that captures the launch keeps its values). Output image i samples
 // source image `src_index[i]` (NULL: image i). Sources are one strided batch (`src`, one
-// geometry) or, where `src` is NULL, a ragged list: up to cp::kRaggedImages image records
+// geometry) or, where `src` is NULL, a ragged list: up to cp::kImagesByValue image records
 // by value (`src_list`), or a longer list's records in `src_table`.
 // One thread per destination pixel (all CN channels), or, for nearest and linear, per PX
 // pixels side by side in a row. Grid: x across blocks and threads, blockIdx.y a group of
@@ -88,22 +88,15 @@ __device__ __forceinline__ float tame(float v) {
 
 }  // namespace
 
-// One matrix by value (row-major; 6 or 9 of its doubles are read). Outside the anonymous
-// namespace: it is a kernel parameter's type.
-struct Mat9 {
-    double v[9];
-};
-
-#define CUPYPREP_WARP_PARAMS                                                              \
+#define CUPYPREP_WARP_PARAMS                                                               \
     const T* __restrict__ src, const cp::RaggedImage* __restrict__ src_table,              \
-        const __grid_constant__ cp::RaggedImages<cp::kRaggedImages> src_list, int sh,      \
-        int sw, cp::i64 s_n, cp::i64 s_y, cp::i64 s_x, cp::i64 s_c,                         \
-        const int* __restrict__ src_index, const double* __restrict__ mats,                 \
-        cp::i64 mat_step, const __grid_constant__ Mat9 mat_value, T* __restrict__ dst,      \
-        int dh, int dw, cp::i64 d_n, cp::i64 d_y,                                           \
-        cp::i64 d_x, cp::i64 d_c, int border, float bv0, float bv1, float bv2, float bv3,  \
-        int body_end, const short* __restrict__ itab, const float* __restrict__ ftab,     \
-        int n_out, int rows_per_block
+        const __grid_constant__ cp::ByValue<cp::RaggedImage, cp::kImagesByValue> src_list, \
+        int sh, int sw, cp::i64 s_n, cp::i64 s_y, cp::i64 s_x, cp::i64 s_c,                \
+        const int* __restrict__ src_index, const double* __restrict__ mats, cp::i64 mat_step, \
+        const __grid_constant__ cp::ByValue<double, 9> mat_value, T* __restrict__ dst, int dh, \
+        int dw, cp::i64 d_n, cp::i64 d_y, cp::i64 d_x, cp::i64 d_c, int border, float bv0, \
+        float bv1, float bv2, float bv3, int body_end, const short* __restrict__ itab,     \
+        const float* __restrict__ ftab, int n_out, int rows_per_block
 
 namespace {
 
