@@ -28,6 +28,8 @@ def time_cuda(fn, n_inputs, warmup=10, repeat=100, capture=True):
     Two numbers: ``median_ms`` is device time, measured by replaying a CUDA graph of each
     call (so Python's launch overhead is not counted); ``eager_median_ms`` is the same call
     run eagerly, between the same events (device time plus any gaps the host leaves).
+    ``capture=False`` times only eagerly: calls that read a value back to the host, or run
+    on the CPU.
     """
     import torch
 
@@ -38,7 +40,7 @@ def time_cuda(fn, n_inputs, warmup=10, repeat=100, capture=True):
     result = {}
     if not capture:
         result.update(eager)
-        result["timing"] = "eager (uploads per-call tables from pageable memory: not capturable)"
+        result["timing"] = "eager (not captured: a read-back or CPU work in the call)"
         result["eager_median_ms"] = eager["median_ms"]
         return result
     try:

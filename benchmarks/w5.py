@@ -1,6 +1,7 @@
 """W5: warp_affine of 64 images 512x512x3 uint8, a different rotation each, bilinear,
 constant border; next to torch's affine_grid + grid_sample and cv2.warpAffine on the CPU
-(a thread pool over the 64 images)."""
+(a thread pool over the 64 images). W5r: the same work given as a list of 64 images of
+mixed sizes around 512 x 512."""
 from __future__ import annotations
 
 N, H, W, C = 64, 512, 512, 3
@@ -44,6 +45,27 @@ def run(bench):
     bench.record("W5", "cupyprep warp_affine (1 launch)", ours, len(inputs), floor_bytes)
     bench.record("W5", "torch affine_grid + grid_sample (float)", torch_method, len(inputs), floor_bytes,
                  baseline=True)
+
+    # a list of 64 images of mixed sizes (each its own allocation), one launch; up to 64
+    # images go to the kernel by value, so the call is captured like a batch's
+    rng = np.random.default_rng(0)
+    shapes = [(int(h), int(w)) for h, w in zip(rng.integers(480, 545, N), rng.integers(480, 545, N))]
+    ragged_sets = [[torch.randint(0, 256, s + (C,), dtype=torch.uint8, device="cuda") for s in shapes]
+                   for _ in range(len(inputs))]
+
+    def ours_ragged(i):
+        cupyprep.warp_affine(ragged_sets[i], inverse, (H, W), inverse_map=True, out=out)
+
+    floor_ragged = N * H * W * C + int(sum(h * w * C for h, w in shapes))
+    bench.record("W5r", "cupyprep warp_affine, list of 64 images (1 launch)", ours_ragged,
+                 len(ragged_sets), floor_ragged)
+    ours_ragged(0)
+    torch.cuda.synchronize()
+    same_ragged = all(np.array_equal(
+        out[n].cpu().numpy(),
+        cv2.warpAffine(ragged_sets[0][n].cpu().numpy(), mats[n], (W, H), flags=cv2.INTER_LINEAR))
+        for n in range(N))
+    print(f"  W5r cupyprep == cv2.warpAffine for all {N} images: {same_ragged}")
 
     host = [inputs[0][n].cpu().numpy() for n in range(N)]
     host_out = [None] * N

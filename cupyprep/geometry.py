@@ -528,15 +528,17 @@ def transform_points(points, matrix):
 
 # --- the warp op -------------------------------------------------------------------------
 # OpenCV's float warp kernels (nearest, linear), which also come as dense and several
-# pixels per thread variants: <type, channels, dense, pixels per thread>.
+# pixels per thread variants, for one strided batch or a list of sources: <type, channels,
+# dense, pixels per thread, list> (the generic variants take either).
 _FLOAT_WARP_KERNELS = ("nearest", "linear")
 
 
 @functools.lru_cache(maxsize=None)
-def _warp_expr(op, kernel, dtype, cn, dense=False, pixels=1):
+def _warp_expr(op, kernel, dtype, cn, dense=False, pixels=1, listed=False):
     if kernel in _FLOAT_WARP_KERNELS:
-        flag = "true" if dense else "false"
-        return f"cupyprep_warp_{op}_{kernel}<{C_TYPES[np.dtype(dtype)]}, {cn}, {flag}, {pixels}>"
+        dense_flag, list_flag = ("true" if f else "false" for f in (dense, listed))
+        return (f"cupyprep_warp_{op}_{kernel}<{C_TYPES[np.dtype(dtype)]}, {cn}, {dense_flag}, "
+                f"{pixels}, {list_flag}>")
     return f"cupyprep_warp_{op}_{kernel}<{C_TYPES[np.dtype(dtype)]}, {cn}>"
 
 
@@ -554,11 +556,12 @@ def _warp_variants():
                for i in WARP_INTERPOLATIONS
                for d in WARP_DTYPES
                for cn in (1, 2, 3, 4)]
-    dense = [_warp_expr(op, i, d, cn, True, _WARP_PIXELS_PER_THREAD)
+    dense = [_warp_expr(op, i, d, cn, True, _WARP_PIXELS_PER_THREAD, listed)
              for op in ("affine", "perspective")
              for i in _FLOAT_WARP_KERNELS
              for d in WARP_DTYPES
-             for cn in (1, 3, 4)]
+             for cn in (1, 3, 4)
+             for listed in (False, True)]
     return generic + dense + [_RANDOM_AFFINE_KERNEL, _SIMILARITY_KERNEL]
 
 
@@ -747,11 +750,13 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
                 s_c = st[2] if arrays.ndim == 3 else 0
                 sh, sw = arrays.shape[:2]
             tables = (arrays, None, _kernels.no_ragged(), i32(sh), i32(sw), i64(s_n), i64(s_y), i64(s_x), i64(s_c))
+            src_dense = _is_dense((s_x, s_c), c)
         else:
             strides = []
             for a in arrays:
                 st = _arrays.element_strides(a, name)
                 strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [0]))
+            src_dense = all(_is_dense(st[1:], c) for st in strides)
             # per-image records by value, or (a long list) one uploaded table
             table, records, _ = _kernels.ragged(arrays, name, [a.shape[:2] for a in arrays], strides, xp)
             tables = (None, table, records, i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
@@ -781,13 +786,14 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
                 d_n, d_y, d_x, d_c = d if batched else [0] + d
             else:
                 (d_n, d_y, d_x), d_c = (d if batched else [0] + d), 0
-            # dense: every pixel's channels adjacent, in the source and in the output (the
+            # dense: every pixel's channels adjacent, in every source and in the output (the
             # kernel then knows those strides at compile time and moves words)
-            dense = (_WARP_DENSE and kernel in _FLOAT_WARP_KERNELS and uniform
-                     and _is_dense((s_x, s_c), c) and _is_dense((d_x, d_c), c))
+            dense = (_WARP_DENSE and kernel in _FLOAT_WARP_KERNELS and src_dense
+                     and _is_dense((d_x, d_c), c))
             pixels = _WARP_PIXELS_PER_THREAD if dense else 1
-            fn = _kernels.get_function("warp.cu", _warp_expr("perspective" if perspective else "affine",
-                                                             kernel, dtype, c, dense, pixels))
+            fn = _kernels.get_function("warp.cu", _warp_expr(
+                "perspective" if perspective else "affine", kernel, dtype, c, dense, pixels,
+                dense and not uniform))
             block_x = _WARP_BLOCK_X if dense else _BLOCK_3D
             launch_3d(fn, n_out, (dh + rows - 1) // rows, (dw + pixels - 1) // pixels, tables + (
                 index, mats, i64(mat_step), mat_value, dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x),

@@ -16,11 +16,12 @@
 // up its image (matrix, geometry) once.
 //
 // Nearest and linear also take DENSE: source and destination pixels are CN adjacent
-// elements (s_x == d_x == CN, s_c == d_c == 1; row and image strides stay free), so those
-// strides are compile-time constants. DENSE uint8 with 3 or 4 channels reads each interior
-// tap pair as the aligned 32-bit words that cover its 2 * CN bytes, and writes a thread's
-// PX pixels as 32- or 16-bit words where they are aligned and whole. Only the memory
-// access changes: every pixel's arithmetic is the same in every variant.
+// elements (s_x == d_x == CN, s_c == d_c == 1, in every source of a list; row and image
+// strides stay free), so those strides are compile-time constants. DENSE uint8 with 3 or
+// 4 channels reads each interior tap pair as the aligned 32-bit words that cover its
+// 2 * CN bytes, and writes a thread's PX pixels as 32- or 16-bit words where they are
+// aligned and whole. Only the memory access changes: every pixel's arithmetic is the same
+// in every variant.
 //
 // OpenCV has two implementations, and picks by channel count and interpolation; each is
 // reproduced step by step, as a family of kernels here:
@@ -796,13 +797,17 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
         }                                                                                 \
     }
 
-// Nearest and linear: <T, CN, DENSE, PX> (see the file comment); a thread makes PX
+// Nearest and linear: <T, CN, DENSE, PX, LIST> (see the file comment); a thread makes PX
 // pixels side by side (x0 .. x0 + PX - 1, those below dw) in each of its rows. Blocks may
 // be 2-D: blockIdx.y then covers rows_per_block * blockDim.y rows, and threadIdx.y takes
 // every blockDim.y-th of them, so a warp can cover a tile of several rows (a rotated
-// tile's taps span fewer source rows than a one-row strip's).
+// tile's taps span fewer source rows than a one-row strip's). The generic variants (DENSE
+// and LIST false) take a list where `src` is NULL; the dense ones know at compile time
+// whether their sources are a list (LIST) or one strided batch, whose geometry then stays
+// in kernel parameters rather than registers (a run-time test there cost the 3-channel
+// uint8 kernel 4 registers).
 #define CUPYPREP_WARP_FLOAT_KERNEL(OP, PERSPECTIVE, NAME, PIXEL, LINEAR)                  \
-    template <typename T, int CN, bool DENSE, int PX>                                     \
+    template <typename T, int CN, bool DENSE, int PX, bool LIST>                          \
     __global__ void cupyprep_warp_##OP##_##NAME(CUPYPREP_WARP_PARAMS) {                   \
         const float bval[4] = {bv0, bv1, bv2, bv3};                                       \
         T border_fill[CN];                                                                \
@@ -810,11 +815,9 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
         const int groups = (dw - 1) / PX + 1;                                             \
         const int tile_rows = rows_per_block * blockDim.y;                                \
         for (int n = blockIdx.z; n < n_out; n += gridDim.z) {                             \
-            /* dense variants are launched for one strided batch only (geometry.py): */ \
-            /* its geometry then stays in kernel parameters rather than registers */     \
-            Item<T> it = image_item<T>(n, src, !DENSE && !src, src_table, src_list.v, sh,  \
-                                       sw, s_n, s_y, s_x, s_c, src_index,                 \
-                                       mats, mat_step, mat_value.v);                      \
+            Item<T> it = image_item<T>(n, src, DENSE ? LIST : !src, src_table, src_list.v, \
+                                       sh, sw, s_n, s_y, s_x, s_c, src_index, mats,       \
+                                       mat_step, mat_value.v);                            \
             for (int j = 0; j < (PERSPECTIVE ? 9 : 6); ++j) it.mf[j] = (float)it.m[j];    \
             DenseU8 fast{};                                                               \
             if constexpr (dense_u8<T, CN, DENSE>::value)                                  \

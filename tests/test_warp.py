@@ -672,7 +672,7 @@ def test_kernel_dense_uint8_row_edges(kernels, monkeypatch, warp_variants, inter
         Ms = edge_matrices(rng, h, w)
         for size in [(h, w), (h + 2, DENSE_WIDTHS[(w + 3) % len(DENSE_WIDTHS)])]:
             check_batch(kernels, kernels.put(host), host, Ms, size, interpolation, "constant", 9)
-    dense = f"cupyprep_warp_affine_{interpolation}<unsigned char, {channels}, true, {pixels}>"
+    dense = f"cupyprep_warp_affine_{interpolation}<unsigned char, {channels}, true, {pixels}, false>"
     assert set(warp_variants) == {dense}
 
 
@@ -699,7 +699,7 @@ def test_kernel_dense_unaligned_sources(kernels, warp_variants, border, channels
                         border, 200)
             check_batch(kernels, kernels.put(wide)[:, dy:, dx:], host, Ms, (h, w), "nearest",
                         border, 200)
-    assert {e.split("<")[1] for e in warp_variants} == {f"unsigned char, {channels}, true, {G._WARP_PIXELS_PER_THREAD}>"}
+    assert {e.split("<")[1] for e in warp_variants} == {f"unsigned char, {channels}, true, {G._WARP_PIXELS_PER_THREAD}, false>"}
 
 
 @pytest.mark.parametrize("block_x", [16, 4])
@@ -729,7 +729,7 @@ def test_kernel_dense_uint8_tall_interiors(kernels, monkeypatch, warp_variants, 
             check_batch(kernels, src, ref, Ms, size, "linear", "constant", 9)
         check_batch(kernels, src, ref, Ms, (h, w), "linear", "reflect101")
     assert set(warp_variants) == {f"cupyprep_warp_affine_linear<unsigned char, {channels}, "
-                                  f"true, {G._WARP_PIXELS_PER_THREAD}>"}
+                                  f"true, {G._WARP_PIXELS_PER_THREAD}, false>"}
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])
@@ -755,8 +755,8 @@ def test_kernel_dense_output_views(kernels, warp_variants, channels):
         for out in views:
             check_batch(kernels, kernels.put(host), host, Ms, (h, w), "linear", "constant", 4,
                         out=out)
-    dense = f"cupyprep_warp_affine_linear<unsigned char, {channels}, true, {G._WARP_PIXELS_PER_THREAD}>"
-    generic = f"cupyprep_warp_affine_linear<unsigned char, {channels}, false, 1>"
+    dense = f"cupyprep_warp_affine_linear<unsigned char, {channels}, true, {G._WARP_PIXELS_PER_THREAD}, false>"
+    generic = f"cupyprep_warp_affine_linear<unsigned char, {channels}, false, 1, false>"
     assert warp_variants.count(dense) == 12
     assert warp_variants.count(generic) == len(warp_variants) - 12 > 0
 
@@ -776,7 +776,7 @@ def test_kernel_dense_other_types(kernels, warp_variants, dtype, interpolation):
             Hs = np.stack([homography(rng, h, w) for _ in range(6)])
             check_batch(kernels, src, host, Hs, (h, w + 2), interpolation, "constant", 0.5,
                         perspective=True)
-    assert all(f", true, {G._WARP_PIXELS_PER_THREAD}>" in e for e in warp_variants)
+    assert all(f", true, {G._WARP_PIXELS_PER_THREAD}, false>" in e for e in warp_variants)
 
 
 @pytest.mark.parametrize("value", [0, 255])
@@ -807,7 +807,93 @@ def test_kernel_dense_uint8_halves_extremes_and_far_coordinates(kernels, warp_va
         check_batch(kernels, kernels.put(batch), batch, np.stack(mats * len(host)), (h + 2, w + 3),
                     interpolation, border, value)
     assert set(warp_variants) == {f"cupyprep_warp_affine_{interpolation}<unsigned char, "
-                                  f"{channels}, true, {G._WARP_PIXELS_PER_THREAD}>"}
+                                  f"{channels}, true, {G._WARP_PIXELS_PER_THREAD}, false>"}
+
+
+def dense_list(kernels, rng, channels, dtype):
+    """A list of dense images of different sizes (kernel side, host copies): tight ones at
+    widths 1..9 and 511, one that starts one element into its buffer (off a word for
+    uint8), a window of a wider image (strided rows) and a 1 x 1 one; HW images for one
+    channel."""
+    shape = (lambda h, w: (h, w)) if channels == 1 else (lambda h, w: (h, w, channels))
+    hosts, srcs = [], []
+    for w in DENSE_WIDTHS:
+        host = random_image(rng, shape(2 * (w % 4) + 3 if w < 100 else 3, w), dtype)
+        hosts.append(host)
+        srcs.append(kernels.put(host))
+    flat = random_image(rng, (1 + 5 * 7 * channels,), dtype)
+    hosts.append(flat[1:].reshape(shape(5, 7)))
+    srcs.append(kernels.put(flat)[1:].reshape(shape(5, 7)))
+    wide = random_image(rng, shape(8, 11), dtype)
+    hosts.append(wide[1:, 2:])
+    srcs.append(kernels.put(wide)[1:, 2:])
+    hosts.append(random_image(rng, shape(1, 1), dtype))
+    srcs.append(kernels.put(hosts[-1]))
+    return hosts, srcs
+
+
+@pytest.mark.parametrize("border", ["constant", "reflect101"])
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("interpolation", ["nearest", "linear"])
+def test_kernel_dense_lists(kernels, warp_variants, interpolation, channels, border):
+    """A list of dense uint8 images takes the dense variant for lists (word loads per
+    image, each with its own size, row stride and alignment), affine and perspective: each
+    output equal to cv2 on its own source with its own matrix. A list with one image that
+    is not dense (every other pixel) takes the generic variant, with the same results."""
+    rng = np.random.default_rng(110 + channels)
+    hosts, srcs = dense_list(kernels, rng, channels, np.uint8)
+    Ms = np.stack([edge_matrices(rng, *h.shape[:2])[k % 6] for k, h in enumerate(hosts)])
+    Hs = np.stack([homography(rng, *h.shape[:2]) for h in hosts])
+    size = (9, 13)
+    for fn, mats, perspective in ((G.warp_affine, Ms, False), (G.warp_perspective, Hs, True)):
+        out = kernels.poisoned((len(hosts),) + size + ((channels,) if channels > 1 else ()), np.uint8)
+        got = kernels.get(fn(srcs, mats, size, interpolation=interpolation, border_mode=border,
+                             border_value=200, out=out))
+        for k, host in enumerate(hosts):
+            ref = cv2_warp(host, mats[k], size, interpolation, border, 200, perspective)
+            np.testing.assert_array_equal(got[k], ref, err_msg=f"image {k} {host.shape}")
+    t = "unsigned char"
+    px = G._WARP_PIXELS_PER_THREAD
+    assert warp_variants == [f"cupyprep_warp_{op}_{interpolation}<{t}, {channels}, true, {px}, true>"
+                             for op in ("affine", "perspective")]
+    strided = kernels.put(random_image(rng, (6, 18) + ((channels,) if channels > 1 else ()), np.uint8))
+    mixed = srcs[:3] + [strided[:, ::2]]
+    got = kernels.get(G.warp_affine(mixed, Ms[:4], size, interpolation=interpolation,
+                                    border_mode=border, border_value=200))
+    for k, src in enumerate(mixed):
+        ref = cv2_warp(np.ascontiguousarray(kernels.get(src)), Ms[k], size, interpolation, border, 200)
+        np.testing.assert_array_equal(got[k], ref, err_msg=f"image {k}")
+    assert warp_variants[-1] == f"cupyprep_warp_affine_{interpolation}<{t}, {channels}, false, 1, false>"
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.float16, np.float32])
+def test_kernel_dense_lists_other_types(kernels, warp_variants, dtype):
+    """The dense list variants of the other types (compile-time strides, element loads),
+    linear and nearest, 1, 3 and 4 channels; a 70-image list (records in one uploaded
+    table) and align_faces picking faces from it by index."""
+    rng = np.random.default_rng(120)
+    for channels in (1, 3, 4):
+        hosts, srcs = dense_list(kernels, rng, channels, dtype)
+        Ms = np.stack([rotation(rng, *h.shape[:2]) for h in hosts])
+        for interpolation in ("nearest", "linear"):
+            got = kernels.get(G.warp_affine(srcs, Ms, (6, 10), interpolation=interpolation,
+                                            border_mode="replicate"))
+            for k, host in enumerate(hosts):
+                assert_matches_opencv(got[k], cv2_warp(host, Ms[k], (6, 10), interpolation,
+                                                       "replicate"), interpolation, dtype)
+    assert all(e.endswith(f", true, {G._WARP_PIXELS_PER_THREAD}, true>") for e in warp_variants)
+    sizes = [(4 + i % 5, 3 + i % 7) for i in range(70)]
+    hosts = [random_image(rng, s + (3,), dtype) for s in sizes]
+    Ms = np.stack([rotation(rng, *s) for s in sizes])
+    got = kernels.get(G.warp_affine([kernels.put(h) for h in hosts], Ms, (5, 6)))
+    for k, host in enumerate(hosts):
+        assert_matches_opencv(got[k], cv2_warp(host, Ms[k], (5, 6), "linear"), "linear", dtype)
+    lm = np.array([[[1.0, 1.0], [3.0, 1.2], [2.0, 2.0], [1.2, 3.0], [2.9, 3.1]]] * 2)
+    crops, mats = G.align_faces([kernels.put(h) for h in hosts], lm, np.array([69, 2]), size=(7, 6))
+    crops, mats = kernels.get(crops), kernels.get(mats)
+    for f, k in enumerate([69, 2]):
+        assert_matches_opencv(crops[f], cv2_warp(hosts[k], mats[f], (7, 6), "linear"), "linear", dtype)
+    assert warp_variants[-1].endswith(f", 3, true, {G._WARP_PIXELS_PER_THREAD}, true>")
 
 
 @pytest.mark.parametrize("dense", [True, False])
