@@ -132,6 +132,11 @@ def _is_torch(x) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+def _torch_tensor():
+    """torch.Tensor, for a caller that holds a torch input (torch is imported)."""
+    return sys.modules["torch"].Tensor
+
+
 def prepare_list(images, name):
     """A list of images: ``(prepared, arrays)``, ``prepared`` classifying ``images[0]`` and
     ``arrays`` its array followed by the others converted like it (torch CUDA images as
@@ -141,8 +146,9 @@ def prepare_list(images, name):
         raise ValueError(f"{name}: expected at least one image (pass an empty NHWC array "
                          "for an empty batch)")
     first = prepare(images[0], f"{name}[0]")
-    return first, [first.array] + [first.convert_image(im, f"{name}[{i}]")
-                                   for i, im in enumerate(images[1:], 1)]
+    convert = first.convert_image
+    device = _device_id(first.array) if first.device and first.kind == "torch" else None
+    return first, [first.array] + [convert(im, name, i, device) for i, im in enumerate(images[1:], 1)]
 
 
 def to_host(x) -> np.ndarray:
@@ -321,19 +327,19 @@ class Prepared:
             self.xp = np
 
     # -- inputs of the same call ---------------------------------------------------------
-    def convert_image(self, x, name):
-        """Like :meth:`convert` for one image of a list: a torch CUDA tensor comes back as a
-        :class:`TensorView` (pointer, shape, strides) without a DLPack exchange, which is
-        what a kernel over a ragged batch needs of it."""
-        if self.kind == "torch" and self.device and _is_torch(x) and x.is_cuda:
-            device = x.get_device()
-            if device != _device_id(self.array):
-                raise ValueError(
-                    f"{name}: expected an array on device {_device_id(self.array)} like the "
-                    f"image, got one on device {device}"
-                )
-            return TensorView(x, device)
-        return self.convert(x, name)
+    def convert_image(self, x, name, index=None, device=None):
+        """Like :meth:`convert` for one image of a list (``name[index]``, or ``name``): a
+        torch CUDA tensor comes back as a :class:`TensorView` (pointer, shape, strides)
+        without a DLPack exchange, which is what a kernel over a ragged batch needs of it.
+        ``device``: the main input's device, where the caller has it already."""
+        if self.kind == "torch" and self.device and isinstance(x, _torch_tensor()) and x.is_cuda:
+            mine, theirs = (_device_id(self.array) if device is None else device), x.get_device()
+            if theirs != mine:
+                where = name if index is None else f"{name}[{index}]"
+                raise ValueError(f"{where}: expected an array on device {mine} like the image, "
+                                 f"got one on device {theirs}")
+            return TensorView(x, theirs)
+        return self.convert(x, name if index is None else f"{name}[{index}]")
 
     def convert(self, x, name):
         """Another array argument of the same call, on the same side as the main input."""
@@ -701,21 +707,19 @@ def cupy_from_dlpack(t):
 
 class TensorView:
     """What a kernel needs of a torch CUDA tensor: pointer, shape, strides, dtype, device;
-    the attributes mirror cupy.ndarray's, so shape checks and launch tables read it alike."""
+    the attributes mirror cupy.ndarray's (``data.ptr``, ``strides`` in bytes, ``device.id``),
+    so shape checks and launch tables read it alike. ``elem_strides`` are torch's own, in
+    elements."""
 
-    __slots__ = ("tensor", "shape", "ndim", "dtype", "itemsize", "strides", "data", "device")
-
-    class _Data:
-        __slots__ = ("ptr",)
-
-        def __init__(self, ptr):
-            self.ptr = ptr
+    __slots__ = ("tensor", "shape", "ndim", "dtype", "itemsize", "elem_strides", "ptr", "device")
 
     class _Device:
         __slots__ = ("id",)
 
         def __init__(self, index):
             self.id = index
+
+    _devices: dict = {}
 
     def __init__(self, tensor, device=None):
         # a list of many images makes one of these per image: plain attribute reads only
@@ -726,10 +730,24 @@ class TensorView:
         if dtype is None:
             raise TypeError(f"images: dtype {tensor.dtype} is not supported, got {describe(tensor)}")
         self.dtype = dtype
-        self.itemsize = k = dtype.itemsize
-        self.strides = tuple([s * k for s in tensor.stride()])
-        self.data = self._Data(tensor.data_ptr())
-        self.device = self._Device(tensor.get_device() if device is None else device)
+        self.itemsize = dtype.itemsize
+        self.elem_strides = tensor.stride()
+        self.ptr = tensor.data_ptr()
+        index = tensor.get_device() if device is None else device
+        found = self._devices.get(index)
+        if found is None:
+            found = self._devices.setdefault(index, self._Device(index))
+        self.device = found
+
+    @property
+    def data(self):
+        """``data.ptr``, as a cupy array's."""
+        return self
+
+    @property
+    def strides(self):
+        k = self.itemsize
+        return tuple([s * k for s in self.elem_strides])
 
 
 def _int_twin(dtype):
@@ -794,6 +812,12 @@ def _byte_span(a):
     shape = a.shape
     if 0 in shape:
         return 0, 0
+    if type(a) is TensorView:  # torch strides: in elements, never negative
+        k = a.itemsize
+        span = 1
+        for n, s in zip(shape, a.elem_strides):
+            span += (n - 1) * s
+        return a.ptr, a.ptr + span * k
     lo = a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr
     hi = lo + a.itemsize
     for n, s in zip(shape, a.strides):
@@ -806,6 +830,8 @@ def _byte_span(a):
 
 def element_strides(array, name="img"):
     """Strides in elements (negative and zero strides allowed)."""
+    if type(array) is TensorView:
+        return list(array.elem_strides)
     itemsize = array.itemsize
     strides = []
     for s in array.strides:

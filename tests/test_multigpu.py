@@ -136,6 +136,12 @@ def test_mixed_devices_are_an_error():
         cupyprep.preprocess([a, b], (32, 32))
     with pytest.raises(ValueError, match="device"):
         cupyprep.resize(a, (10, 10), out=out)
+    torch = pytest.importorskip("torch")
+    t0, t1 = torch.from_numpy(host).to("cuda:0"), torch.from_numpy(host).to("cuda:1")
+    with pytest.raises(ValueError, match=r"images\[2\]: expected an array on device 0 .* device 1"):
+        cupyprep.preprocess([t0, t0, t1], (32, 32))
+    with pytest.raises(ValueError, match=r"img\[1\]: expected an array on device 1 .* device 0"):
+        cupyprep.warp_affine([t1, t0], np.eye(3)[:2], (8, 8))
 
 
 def _shard_worker(rank, host, result_dir):
