@@ -9,15 +9,16 @@ import numpy as np
 
 from . import _arrays, _kernels, _validate, cpu
 from .detection import _rows as _coord_rows
-from .geometry import C_TYPES, _is_dense, launch_1d, launch_3d
+from .geometry import C_TYPES, _area_kernel, _is_dense, _scale, launch_1d, launch_3d
 
 __all__ = ["preprocess", "PreprocessMeta", "MODES"]
 
 MODES = ("letterbox", "stretch", "center_crop", "letterbox_top_left")
 PREPROCESS_DTYPES = (np.uint8, np.uint16, np.float16, np.float32)
 OUT_DTYPES = ("float32", "float16", "uint8")
-# the fused kernel's own (area resizes first, then takes nearest at scale 1)
-_FUSED_INTERPOLATIONS = ("nearest", "linear", "cubic")
+# the fused kernel's own; "area" for integer factors only (OpenCV's fast area regime): other
+# area factors resize first, then take nearest at scale 1
+_FUSED_INTERPOLATIONS = ("nearest", "linear", "cubic", "area")
 
 
 def _expr(interpolation, in_dtype, out_dtype, cn, dense, ragged):
@@ -319,6 +320,13 @@ def _clip(out, hi):
 
 
 # --- the op ----------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=4096)
+def _area_fast(h, w, nh, nw):
+    """Whether cv2.resize's area from h x w to nh x nw is its fast regime (integer factors),
+    which the fused kernel computes per pixel."""
+    return _area_kernel(_scale(h, nh), _scale(w, nw))[0] == "area_fast"
+
+
 def _area_resized(image, plan_row):
     """``image`` (NHWC or HW / HWC; None plan: an empty batch, as it is) resized to its
     plan's (nh, nw) by OpenCV's area interpolation, on the device, as the same kind."""
@@ -371,9 +379,11 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         ``center_crop`` only: the resized shorter side (default ``min(size)``).
     interpolation : {"nearest", "linear", "area", "cubic"}
         As :func:`cupyprep.resize` (``cv2.resize`` semantics). ``area`` (YOLOv5's choice
-        for shrinking) runs on the GPU as :func:`cupyprep.resize`'s area kernel into a
-        temporary of the planned size (one launch for a batch, one per image of a list),
-        then the fused kernel at scale 1.
+        for shrinking) is fused where every image shrinks by whole factors (OpenCV's fast
+        area regime, a cell mean per pixel: 1080 x 1920 to 360 x 640, say); other factors
+        run on the GPU as :func:`cupyprep.resize`'s area kernel into a temporary of the
+        planned size (one launch for a batch, one per image of a list), then the fused
+        kernel at scale 1.
     pad_value : float or sequence
         In input pixel units and input channel order (114 is YOLO's gray); normalized like a
         pixel.
@@ -455,10 +465,11 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     xp = first.xp
     inputs = [arr] if uniform else arrays
     with first.launch(), first.writing(out, out_shape, out_dtype, inputs) as (native, dst):
-        if interpolation == "area":
-            # OpenCV's area resize is resize()'s kernel (its tables kept per geometry); the
-            # fused kernel then places, pads and normalizes the resized pixels at scale 1,
-            # where nearest is a copy
+        if interpolation == "area" and not all(
+                _area_fast(h, w, int(nh), int(nw)) for (h, w), (nh, nw) in zip(sizes, plans[:, :2])):
+            # OpenCV's weighted / upscaling area is resize()'s kernel (its tables kept per
+            # geometry); the fused kernel then places, pads and normalizes the resized pixels
+            # at scale 1, where nearest is a copy
             if uniform:
                 arr = _area_resized(arr, plans[0] if n else None)
                 geo = _validate.image_layout("images", arr, "NHWC", max_channels=4)

@@ -7,7 +7,9 @@
 // Each image n is resized to (nh, nw) and placed with its top-left corner at
 // (off_y, off_x) on the (H, W) output canvas (negative offsets crop); canvas pixels that
 // the image does not cover take the pad value. A resized pixel is rounded to TIn before it
-// is normalized, exactly as cv2.resize followed by a normalization gives it.
+// is normalized, exactly as cv2.resize followed by a normalization gives it. `area` is
+// INTER_AREA's fast regime (every image's scales integers; the host resizes other area
+// factors first and then runs `nearest` at scale 1).
 //
 // DENSE: every image's pixels are contiguous (s_c = 1, s_x = CN), so addresses fold into
 // constants; otherwise any element strides.
@@ -70,6 +72,15 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS(CUPYP
         }
         // cv2.resize's exact-factor-2 linear is area's cell mean: per pixel, not per tap
         const bool linear_2x = INTERP == cp::INTERP_LINEAR && ky == 2.0 && kx == 2.0;
+        // area (the host launches it for integer factors only): the cell mean per pixel
+        int isy = 1, isx = 1, whole_cells = 0;
+        float inv_area = 1.f;
+        if constexpr (INTERP == cp::INTERP_AREA) {
+            isy = __double2int_rn(ky);  // OpenCV's saturate_cast<int>(scale)
+            isx = __double2int_rn(kx);
+            whole_cells = iw / isx;
+            inv_area = __fdiv_rn(1.f, (float)(isx * isy));
+        }
         TOut* image_out = dst + (cp::i64)n * d_n;
         for (int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * XPT; x0 < W;
              x0 += gridDim.x * blockDim.x * XPT) {
@@ -79,8 +90,10 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS(CUPYP
             for (int j = 0; j < XPT; ++j) {
                 const int rx = x0 + j - ox;
                 col_inside[j] = x0 + j < W && rx >= 0 && rx < rw;
-                if (col_inside[j] && !linear_2x)
-                    tx[j] = cp::x_taps<TIn, CN, INTERP>(rx, kx, iw, sx_, rw);
+                if constexpr (INTERP != cp::INTERP_AREA) {
+                    if (col_inside[j] && !linear_2x)
+                        tx[j] = cp::x_taps<TIn, CN, INTERP>(rx, kx, iw, sx_, rw);
+                }
             }
             for (int group = blockIdx.y; group * rows_per_block < H; group += gridDim.y) {
                 const int y_end = min(H, (group + 1) * rows_per_block);
@@ -88,7 +101,9 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS(CUPYP
                     const int ry = y - oy;
                     const bool row_inside = ry >= 0 && ry < rh;
                     cp::Taps ty;
-                    if (row_inside && !linear_2x) ty = cp::y_taps<TIn, CN, INTERP>(ry, ky, ih, sy_);
+                    if constexpr (INTERP != cp::INTERP_AREA) {
+                        if (row_inside && !linear_2x) ty = cp::y_taps<TIn, CN, INTERP>(ry, ky, ih, sy_);
+                    }
                     TOut* q = image_out + (cp::i64)y * d_y + (cp::i64)x0 * d_x;
 #pragma unroll
                     for (int j = 0; j < XPT; ++j) {
@@ -96,7 +111,11 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS(CUPYP
                         float v[CN];
                         if (row_inside && col_inside[j]) {
                             TIn t[CN];
-                            if (linear_2x)
+                            if constexpr (INTERP == cp::INTERP_AREA)
+                                cp::sample_area_fast<TIn, CN>(img, sy_, sx_, sc_, ih, iw, ry,
+                                                              x0 + j - ox, isy, isx,
+                                                              whole_cells, inv_area, t);
+                            else if (linear_2x)
                                 cp::sample_linear_2x<TIn, CN>(img, sy_, sx_, sc_, ih, iw, ry,
                                                               x0 + j - ox, t);
                             else
@@ -126,3 +145,4 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS(CUPYP
 CUPYPREP_PREPROCESS_KERNEL(nearest, cp::INTERP_NEAREST)
 CUPYPREP_PREPROCESS_KERNEL(linear, cp::INTERP_LINEAR)
 CUPYPREP_PREPROCESS_KERNEL(cubic, cp::INTERP_CUBIC)
+CUPYPREP_PREPROCESS_KERNEL(area, cp::INTERP_AREA)

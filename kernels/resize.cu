@@ -66,98 +66,18 @@ CUPYPREP_RESIZE_KERNEL(cubic, (cp::sample<T, CN, cp::INTERP_CUBIC>(
 // Area: OpenCV's INTER_AREA, which is three algorithms; the host picks one kernel per call
 // the way OpenCV picks (from scale_x, scale_y alone), so a profile shows which ran.
 
-// Area, fast regime: both scales within DBL_EPSILON of integers isx, isy >= 1. Each output
-// is the mean of its isy x isx cell, summed in OpenCV's order (row by row):
-//   integers 2x2 with CN != 2: (a + b + c + d + 2) >> 2 (OpenCV's vector path; 2-channel
-//          images take the general path, which rounds ties to even instead);
-//   uint8: exact int32 sum, then rint(float(sum) * (1 / area)); uint16 the same, but
-//          summed in float32 four elements at a time (OpenCV's accumulator type for it);
-//   floats: sum = sum + (((t0 + t1) + t2) + t3) per four, then one at a time, times
-//          1 / area; 2x2 with CN 1 or 4 in the SIMD body (element index below the body's
-//          end, as cubic) is ((t0 + t1) + (t2 + t3)) * 0.25.
-// Cells cut by the image's edge (sizes from cv2compat's fx / fy only) average what
-// they have: float(sum) / count.
+// Area, fast regime: both scales within DBL_EPSILON of integers isx, isy >= 1; each output
+// is the mean of its isy x isx cell (sampling.cuh's sample_area_fast, which preprocess
+// shares).
 template <typename T, int CN>
 __global__ void cupyprep_resize_area_fast(CUPYPREP_RESIZE_PARAMS, int isy, int isx) {
-    const int area = isx * isy;
-    const float inv_area = __fdiv_rn(1.f, (float)area);
+    const float inv_area = __fdiv_rn(1.f, (float)(isx * isy));
     const int whole_cells = sw / isx;
-    const bool two_by_two = isx == 2 && isy == 2;
     CUPYPREP_RESIZE_BEGIN
-        const int sy0 = dy * isy, sx0 = dx * isx;
-        // OpenCV's vector body and whole-cell loop end where this row's whole cells end
-        const int whole = sy0 + isy <= sh ? whole_cells : 0;
-        if (two_by_two) {
-            T v[CN];
-            cp::sample_linear_2x<T, CN>(src + sb, s_y, s_x, s_c, sh, sw, dy, dx, v);
-            store<T, CN>(dst + db, d_c, v);
-            continue;
-        }
-        if (dx >= whole) {
-            T v[CN];
-            cp::sample_area_partial<T, CN>(src + sb, s_y, s_x, s_c, sh, sw, sy0, sx0, isy, isx, v);
-            store<T, CN>(dst + db, d_c, v);
-            continue;
-        }
-        const T* cell = src + sb + (cp::i64)sy0 * s_y + (cp::i64)sx0 * s_x;
-        if constexpr (sizeof(T) == 1) {
-            // an exact int32 sum in any order: a row's pixels four at a time (predicated),
-            // every channel of a pixel together, so a thread has up to 4 * CN independent
-            // loads in flight instead of one element after another
-            int sum[CN] = {};
-            for (int cy = 0; cy < isy; ++cy) {
-                const T* r = cell + (cp::i64)cy * s_y;
-                for (int cx = 0; cx < isx; cx += 4) {
-#pragma unroll
-                    for (int u = 0; u < 4; ++u) {
-                        if (cx + u < isx) {
-#pragma unroll
-                            for (int c = 0; c < CN; ++c)
-                                sum[c] += r[(cp::i64)(cx + u) * s_x + c * s_c];
-                        }
-                    }
-                }
-            }
-#pragma unroll
-            for (int c = 0; c < CN; ++c)
-                dst[db + c * d_c] = cp::from_float<T>(__fmul_rn((float)sum[c], inv_area));
-            continue;
-        }
-#pragma unroll
-        for (int c = 0; c < CN; ++c) {
-            const T* p = cell + c * s_c;
-            T* q = dst + db + c * d_c;
-            // the cell's elements in OpenCV's order, four at a time, then the rest
-            int cy = 0, cx = 0;
-            auto next = [&]() {
-                const T v = p[cy * s_y + (cp::i64)cx * s_x];
-                if (++cx == isx) {
-                    cx = 0;
-                    ++cy;
-                }
-                return v;
-            };
-            if constexpr (cp::is_integer<T>::value) {
-                float sum = 0.f;
-                int k = 0;
-                for (; k + 4 <= area; k += 4) {
-                    const int t0 = next(), t1 = next(), t2 = next(), t3 = next();
-                    sum = __fadd_rn(sum, (float)(t0 + t1 + t2 + t3));
-                }
-                for (; k < area; ++k) sum = __fadd_rn(sum, (float)next());
-                *q = cp::from_float<T>(__fmul_rn(sum, inv_area));
-            } else {
-                float sum = 0.f;
-                int k = 0;
-                for (; k + 4 <= area; k += 4) {
-                    const float t0 = cp::to_float(next()), t1 = cp::to_float(next());
-                    const float t2 = cp::to_float(next()), t3 = cp::to_float(next());
-                    sum = __fadd_rn(sum, __fadd_rn(__fadd_rn(__fadd_rn(t0, t1), t2), t3));
-                }
-                for (; k < area; ++k) sum = __fadd_rn(sum, cp::to_float(next()));
-                *q = cp::from_float<T>(__fmul_rn(sum, inv_area));
-            }
-        }
+        T v[CN];
+        cp::sample_area_fast<T, CN>(src + sb, s_y, s_x, s_c, sh, sw, dy, dx, isy, isx,
+                                    whole_cells, inv_area, v);
+        store<T, CN>(dst + db, d_c, v);
     CUPYPREP_RESIZE_END
 }
 

@@ -10,7 +10,9 @@
 
 namespace cp {
 
-enum { INTERP_NEAREST = 0, INTERP_LINEAR = 1, INTERP_CUBIC = 2 };
+// INTERP_AREA: INTER_AREA's fast regime only (integer factors; sample_area_fast), the one
+// area algorithm that is a per-pixel formula.
+enum { INTERP_NEAREST = 0, INTERP_LINEAR = 1, INTERP_CUBIC = 2, INTERP_AREA = 3 };
 
 // Taps along one axis: up to four source indices (columns already times s_x), their
 // float weights and, for uint8, OpenCV's fixed-point weights rint(w * 2048). Along x,
@@ -310,6 +312,90 @@ __device__ __forceinline__ void sample_linear_2x(const T* __restrict__ img, i64 
         sample_area_2x2<T, CN>(img, s_y, s_x, s_c, dy, dx, row_cells, out);
     else
         sample_area_partial<T, CN>(img, s_y, s_x, s_c, sh, sw, 2 * dy, 2 * dx, 2, 2, out);
+}
+
+// INTER_AREA, fast regime: both scales within DBL_EPSILON of integers isx, isy >= 1.
+// Destination pixel (dy, dx) is the mean of its isy x isx cell, summed in OpenCV's order
+// (row by row):
+//   integers 2x2 with CN != 2: (a + b + c + d + 2) >> 2 (OpenCV's vector path; 2-channel
+//          images take the general path, which rounds ties to even instead);
+//   uint8: exact int32 sum, then rint(float(sum) * inv_area); uint16 the same, but
+//          summed in float32 four elements at a time (OpenCV's accumulator type for it);
+//   floats: sum = sum + (((t0 + t1) + t2) + t3) per four, then one at a time, times
+//          inv_area; 2x2 with CN 1 or 4 in the SIMD body (element index below the body's
+//          end, as cubic) is ((t0 + t1) + (t2 + t3)) * 0.25.
+// Cells cut by the image's edge (sizes from cv2compat's fx / fy only) average what they
+// have: float(sum) / count. The caller works out, once, whole_cells = sw / isx and
+// inv_area = 1 / (isx * isy) rounded to float.
+template <typename T, int CN>
+__device__ __forceinline__ void sample_area_fast(const T* __restrict__ img, i64 s_y, i64 s_x,
+                                                 i64 s_c, int sh, int sw, int dy, int dx,
+                                                 int isy, int isx, int whole_cells,
+                                                 float inv_area, T (&out)[CN]) {
+    if (isx == 2 && isy == 2) {
+        sample_linear_2x<T, CN>(img, s_y, s_x, s_c, sh, sw, dy, dx, out);
+        return;
+    }
+    const int sy0 = dy * isy, sx0 = dx * isx;
+    // OpenCV's vector body and whole-cell loop end where this row's whole cells end
+    if (dx >= (sy0 + isy <= sh ? whole_cells : 0)) {
+        sample_area_partial<T, CN>(img, s_y, s_x, s_c, sh, sw, sy0, sx0, isy, isx, out);
+        return;
+    }
+    const T* cell = img + (i64)sy0 * s_y + (i64)sx0 * s_x;
+    if constexpr (sizeof(T) == 1) {
+        // an exact int32 sum in any order: a row's pixels four at a time (predicated),
+        // every channel of a pixel together, so a thread has up to 4 * CN independent
+        // loads in flight instead of one element after another
+        int sum[CN] = {};
+        for (int cy = 0; cy < isy; ++cy) {
+            const T* r = cell + (i64)cy * s_y;
+            for (int cx = 0; cx < isx; cx += 4) {
+#pragma unroll
+                for (int u = 0; u < 4; ++u) {
+                    if (cx + u < isx) {
+#pragma unroll
+                        for (int c = 0; c < CN; ++c) sum[c] += r[(i64)(cx + u) * s_x + c * s_c];
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < CN; ++c) out[c] = from_float<T>(__fmul_rn((float)sum[c], inv_area));
+        return;
+    }
+    const int area = isx * isy;
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+        const T* p = cell + c * s_c;
+        // the cell's elements in OpenCV's order, four at a time, then the rest
+        int cy = 0, cx = 0;
+        auto next = [&]() {
+            const T v = p[cy * s_y + (i64)cx * s_x];
+            if (++cx == isx) {
+                cx = 0;
+                ++cy;
+            }
+            return v;
+        };
+        float sum = 0.f;
+        int k = 0;
+        if constexpr (is_integer<T>::value) {
+            for (; k + 4 <= area; k += 4) {
+                const int t0 = next(), t1 = next(), t2 = next(), t3 = next();
+                sum = __fadd_rn(sum, (float)(t0 + t1 + t2 + t3));
+            }
+            for (; k < area; ++k) sum = __fadd_rn(sum, (float)next());
+        } else {
+            for (; k + 4 <= area; k += 4) {
+                const float t0 = to_float(next()), t1 = to_float(next());
+                const float t2 = to_float(next()), t3 = to_float(next());
+                sum = __fadd_rn(sum, __fadd_rn(__fadd_rn(__fadd_rn(t0, t1), t2), t3));
+            }
+            for (; k < area; ++k) sum = __fadd_rn(sum, to_float(next()));
+        }
+        out[c] = from_float<T>(__fmul_rn(sum, inv_area));
+    }
 }
 
 // One destination pixel (dy, dx) of a dh x dw resize (dh is not needed).

@@ -21,10 +21,14 @@ def image_ops():
         ("to_gray", lambda x: cupyprep.to_gray(x)),
         ("preprocess", lambda x: cupyprep.preprocess(x, (32, 32))[0]),
         ("preprocess_ragged", lambda x: cupyprep.preprocess([x[0], x[1, :20]], (32, 32))[0]),
-        # area: resize()'s kernel, then the fused kernel
+        # area at other than whole factors: resize()'s kernel, then the fused kernel
         ("preprocess_area", lambda x: cupyprep.preprocess(x, (32, 32), interpolation="area")[0]),
         ("preprocess_area_ragged",
          lambda x: cupyprep.preprocess([x[0], x[1, :20]], (24, 28), interpolation="area")[0]),
+        # area at whole factors (30 x 40 by 2; 30 x 40 and 30 x 20 by 5): fused
+        ("preprocess_area_fused", lambda x: cupyprep.preprocess(x, (15, 20), interpolation="area")[0]),
+        ("preprocess_area_fused_ragged",
+         lambda x: cupyprep.preprocess([x[0], x[1, :, :20]], (6, 8), interpolation="area")[0]),
     ]
 
 

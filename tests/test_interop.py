@@ -246,6 +246,7 @@ def _sync_free_cases():
     huge = by_name["batched_nms"][1]
     return [case for name, case in by_name.items() if name in {
         "resize", "resize_cubic", "resize_area", "normalize", "swap_rb", "to_gray", "preprocess", "preprocess_ragged", "preprocess_area", "preprocess_area_ragged",
+        "preprocess_area_fused", "preprocess_area_fused_ragged",
         "random_affine", "nms_large", "multiclass_nms", "roi_align", "roi_align_list", "nms_empty", "box_iou",
         "transform_points", "transform_points_perspective", "meta_to_original", "meta_to_network_list",
         "meta_to_original_index",

@@ -317,6 +317,72 @@ def test_kernel_area_dtypes_and_channels(kernels):
     check(kernels, np.zeros((0, 27, 35, 3), np.uint8), (20, 20), interpolation="area")
 
 
+@pytest.fixture
+def launched(monkeypatch):
+    """The (file, kernel name expression) pairs fetched for launch during the test."""
+    seen = []
+    get_function = cupyprep._kernels.get_function
+
+    def spy(filename, expr):
+        seen.append((filename, expr))
+        return get_function(filename, expr)
+
+    monkeypatch.setattr(cupyprep._kernels, "get_function", spy)
+    return seen
+
+
+def whole_factor_images(rng, dtype, channels):
+    """Images that shrink by whole factors 1 to 5 on both axes to 16 x 21 (the letterbox of
+    a 16 x 32 canvas, a center crop with resize_size 16, a 16 x 21 stretch), as a list with
+    a view of reversed rows and a strided (not dense) view."""
+    shape = (lambda h, w: (h, w)) if channels == 1 else (lambda h, w: (h, w, channels))
+    images = [np.abs(random_image(rng, shape(16 * k, 21 * k), dtype)) for k in (3, 2, 1, 5, 4)]
+    images.append(images[0][::-1])
+    images.append(np.abs(random_image(rng, shape(96, 126), dtype))[::2, ::2])
+    return images
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_kernel_area_whole_factors_fused(kernels, launched, mode):
+    """interpolation="area" where every image shrinks by whole factors (OpenCV's fast area
+    regime: 2 x 2 cells, 3 x 3 and larger, 1 x 1) runs in the fused kernel, with no resize
+    launch, and equals the CPU recipe (cv2.resize with INTER_AREA, then the normalization)
+    for lists with views and batches, dense or not; NHWC uint8 at scale 1 makes the
+    output the resized pixels themselves."""
+    rng = np.random.default_rng(11)
+    images = whole_factor_images(rng, np.uint8, 3)
+    size = (16, 21) if mode == "stretch" else (16, 32)
+    if mode == "stretch":  # factors that differ between the axes: 2 x 3, 5 x 2, 1 x 4
+        images += [random_image(rng, s, np.uint8) for s in [(32, 63, 3), (80, 42, 3), (16, 84, 3)]]
+    kw = dict(mode=mode, interpolation="area", resize_size=16 if mode == "center_crop" else None)
+    check(kernels, images, size, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), **kw)
+    check(kernels, images, size, layout="NHWC", dtype="uint8", scale=1.0, swap_rb=False, **kw)
+    batch = random_image(rng, (3, 48, 63, 3), np.uint8)
+    check(kernels, batch, size, **kw)
+    check(kernels, np.ascontiguousarray(batch[..., ::-1])[..., ::-1], size, **kw)
+    assert {f for f, _ in launched} == {"preprocess.cu"}
+    assert all(e.startswith("cupyprep_preprocess_area<") for _, e in launched)
+    # one image that does not shrink by whole factors: every image through resize() first
+    launched.clear()
+    check(kernels, images + [random_image(rng, (50, 70, 3), np.uint8)], size, **kw)
+    assert ("preprocess.cu", "cupyprep_preprocess_area<") not in {(f, e[:25]) for f, e in launched}
+    assert any(f == "resize.cu" for f, _ in launched)
+
+
+def test_kernel_area_whole_factors_dtypes_and_channels(kernels, launched):
+    """The fused area kernel for uint16, float16 and float32 lists (OpenCV's float sums
+    four at a time: cells of 9, 16 and 25 leave a remainder; check()'s written tolerance
+    for OpenCV's float rounding), 1 (HW) and 4 channels, and an empty batch."""
+    rng = np.random.default_rng(12)
+    for dtype in (np.uint16, np.float16, np.float32):
+        check(kernels, whole_factor_images(rng, dtype, 3), (16, 32), exact=False,
+              interpolation="area", scale=1.0)
+    for channels in (1, 4):
+        check(kernels, whole_factor_images(rng, np.uint8, channels), (16, 32), interpolation="area")
+    check(kernels, np.zeros((0, 32, 42, 3), np.uint8), (16, 32), interpolation="area")
+    assert launched and all(e.startswith("cupyprep_preprocess_area<") for _, e in launched)
+
+
 @pytest.mark.parametrize("in_dtype", [np.uint16, np.float16, np.float32])
 def test_kernel_input_dtypes(kernels, in_dtype):
     rng = np.random.default_rng(4)
