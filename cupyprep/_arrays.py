@@ -148,7 +148,8 @@ def prepare_list(images, name):
     first = prepare(images[0], f"{name}[0]")
     convert = first.convert_image
     device = _device_id(first.array) if first.device and first.kind == "torch" else None
-    return first, [first.array] + [convert(im, name, i, device) for i, im in enumerate(images[1:], 1)]
+    return first, [first.array] + [convert(im, name, i, device)
+                                   for i, im in enumerate(images[1:], 1)]
 
 
 def to_host(x) -> np.ndarray:

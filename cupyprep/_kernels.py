@@ -187,11 +187,11 @@ def ragged(arrays, name, sizes, strides, xp, plans=None):
     ``arrays`` are the images of the list argument ``name`` (anything with ``.data.ptr``;
     NumPy under the emulator), ``sizes`` their (h, w) and ``strides`` their (s_y, s_x, s_c)
     in elements; ``plans`` optional per-image int32 rows the kernel reads beside the
-    records. Up to :data:`IMAGES_BY_VALUE` images go by value: ``table`` is None, ``records``
-    a ``ByValue<RaggedImage, IMAGES_BY_VALUE>`` and ``plans_arg`` a ``ByValue<int,
-    IMAGES_BY_VALUE * k>`` (nothing to upload, so a CUDA graph can capture the launch). A longer list's
-    records, followed by its plans, are uploaded as one table (``_arrays.upload_ragged``),
-    and both structs are zeros.
+    records. Up to :data:`IMAGES_BY_VALUE` images go by value: ``table`` is None,
+    ``records`` a ``ByValue<RaggedImage, IMAGES_BY_VALUE>`` and ``plans_arg`` a
+    ``ByValue<int, IMAGES_BY_VALUE * k>`` (nothing to upload, so a CUDA graph can capture
+    the launch). A longer list's records, followed by its plans, are uploaded as one table
+    (``_arrays.upload_ragged``), and both structs are zeros.
     """
     import numpy as np
 
@@ -215,7 +215,8 @@ def ragged(arrays, name, sizes, strides, xp, plans=None):
         return Records(data, [(record.itemsize * i, a) for i, a in enumerate(arrays)])
 
     if small:
-        plans_arg = None if plans is None else by_value(plans, np.int32, IMAGES_BY_VALUE * plans.shape[1])
+        plans_arg = (None if plans is None
+                     else by_value(plans, np.int32, IMAGES_BY_VALUE * plans.shape[1]))
         return None, (with_pointers(arg) if _emulators else arg[()]), plans_arg
     data = recs.tobytes() + (b"" if plans is None else plans.tobytes())
     no_plans = None if plans is None else by_value((), np.int32, IMAGES_BY_VALUE * plans.shape[1])
@@ -229,8 +230,8 @@ def ragged(arrays, name, sizes, strides, xp, plans=None):
 
 def by_value(values, dtype, count):
     """``values`` (at most ``count`` of them) as a kernel parameter of type
-    ``ByValue<T, count>`` (``struct { T v[count]; }``, kernels/common.cuh) passed by value, ``T`` the C type of ``dtype``: a NumPy
-    structured scalar, zeros after the values."""
+    ``ByValue<T, count>`` (``struct { T v[count]; }``, kernels/common.cuh) passed by value,
+    ``T`` the C type of ``dtype``: a NumPy structured scalar, zeros after the values."""
     import numpy as np
 
     arg = np.zeros((), _struct_dtype(np.dtype(dtype), count))

@@ -51,7 +51,7 @@ _X_PER_THREAD = 1
 
 _kernels.register_variants("preprocess", "preprocess.cu", _variants)
 
-# A uniform launch's by-value list arguments (RaggedImages<1>, RaggedPlans<false>: unread)
+# A uniform launch's by-value list arguments (ByValue<RaggedImage, 1>, ByValue<int, 1>: unread)
 _NO_LIST = (_kernels.by_value((), np.uint64, 5), _kernels.by_value((), np.int32, 1))
 
 
@@ -465,8 +465,10 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     xp = first.xp
     inputs = [arr] if uniform else arrays
     with first.launch(), first.writing(out, out_shape, out_dtype, inputs) as (native, dst):
-        if interpolation == "area" and not all(
-                _area_fast(h, w, int(nh), int(nw)) for (h, w), (nh, nw) in zip(sizes, plans[:, :2])):
+        # (a batch has one geometry)
+        geometries = zip(sizes[:1] if uniform else sizes, plans[:1 if uniform else n, :2].tolist())
+        if interpolation == "area" and not all(_area_fast(h, w, nh, nw)
+                                               for (h, w), (nh, nw) in geometries):
             # OpenCV's weighted / upscaling area is resize()'s kernel (its tables kept per
             # geometry); the fused kernel then places, pads and normalizes the resized pixels
             # at scale 1, where nearest is a copy
