@@ -208,18 +208,21 @@ def upload(xp, a, what, hint, dtype=None):
 
 
 class _Constant:
-    """A cached device table, the event recorded after its upload on ``stream_ptr``, and
-    whether that event is known to have passed."""
+    """A cached device table, the event recorded after its upload on ``stream_ptr``,
+    whether that event is known to have passed, and whether a CUDA graph captured a call
+    that reads the table (it then stays: a replay may read it at any later time)."""
 
-    __slots__ = ("table", "event", "stream_ptr", "ready")
+    __slots__ = ("table", "event", "stream_ptr", "ready", "captured")
 
     def __init__(self, table, event, stream_ptr):
-        self.table, self.event, self.stream_ptr, self.ready = table, event, stream_ptr, False
+        self.table, self.event, self.stream_ptr = table, event, stream_ptr
+        self.ready = self.captured = False
 
 
 _constants: dict = {}
 _constants_lock = threading.Lock()
-_CONSTANTS_MAX = 256
+_CONSTANTS_MAX = 256  # tables no graph has captured, kept at most
+_constants_limit = _CONSTANTS_MAX  # the cache's size that triggers an eviction
 
 
 def device_constant(xp, key, make, what, hint):
@@ -230,8 +233,12 @@ def device_constant(xp, key, make, what, hint):
     Nothing waits for the GPU: the upload is queued on the current stream, and a call on
     another stream before it is known to have finished makes that stream wait for it on
     the device (under capture, through an external event wait, the form a capture allows).
-    When the cache is full the devices are synchronized before it is emptied, so no queued
-    kernel still reads a table whose memory is handed out again."""
+    When :data:`_CONSTANTS_MAX` tables no graph has captured are kept, the devices are
+    synchronized and those tables dropped, so no queued kernel still reads a table whose
+    memory is handed out again; a table read by a captured call is never dropped, since
+    the graph's replays read it at any later time. (A first call under capture uploads,
+    so :func:`upload` refuses it: nothing is dropped during a capture.)"""
+    global _constants_limit
     if xp is np:
         return make()
     import cupy
@@ -246,15 +253,21 @@ def device_constant(xp, key, make, what, hint):
         event = cupy.cuda.Event(block=False, disable_timing=True)
         event.record(stream)
         with _constants_lock:
-            if len(_constants) >= _CONSTANTS_MAX:
-                for device_id in {k[0] for k in _constants}:
+            if len(_constants) >= _constants_limit:
+                for device_id in {k[0] for k, e in _constants.items() if not e.captured}:
                     with cupy.cuda.Device(device_id):
                         cupy.cuda.Device(device_id).synchronize()
+                kept = {k: e for k, e in _constants.items() if e.captured}
                 _constants.clear()
+                _constants.update(kept)
+                _constants_limit = len(kept) + _CONSTANTS_MAX
             _constants[full_key] = _Constant(table, event, stream.ptr)
         return table
+    capturing = stream.is_capturing()
+    if capturing:
+        entry.captured = True
     if not entry.ready and stream.ptr != entry.stream_ptr:
-        if stream.is_capturing():
+        if capturing:
             # the event cannot be queried during a capture; the graph gets a node that
             # waits for it (long passed, at a replay)
             cupy.cuda.runtime.streamWaitEvent(stream.ptr, entry.event.ptr, _EVENT_WAIT_EXTERNAL)

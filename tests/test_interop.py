@@ -499,6 +499,45 @@ def test_area_resize_tables_stay_on_the_device():
 
 
 @pytest.mark.gpu
+def test_captured_tables_outlive_the_cache(monkeypatch):
+    """The kept tables are dropped when the cache is full, except those a captured call
+    reads: after more new tables than the cache keeps, with the dropped tables' memory
+    handed out again and overwritten, the graph of an area resize still replays what a
+    fresh call computes."""
+    import cupy
+
+    monkeypatch.setattr(_arrays, "_CONSTANTS_MAX", 8)
+    monkeypatch.setattr(_arrays, "_constants_limit", len(_arrays._constants) + 8)
+    rng = np.random.default_rng(13)
+    host, fresh = (random_image(rng, (2, 33, 47, 3), np.uint8) for _ in range(2))
+    x = torch.from_numpy(host).cuda()
+    size = (18, 29)  # OpenCV's weighted area: a table per axis
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        cupyprep.resize(x, size, interpolation="area")
+    torch.cuda.current_stream().wait_stream(stream)
+    tables = [k for k in _arrays._constants if k[1] == "area" and k[2:4] in ((47, 29), (33, 18))]
+    assert len(tables) == 2
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        got = cupyprep.resize(x, size, interpolation="area")
+    fillers = [("filler", i) for i in range(30)]
+    for key in fillers:
+        _arrays.device_constant(cupy, key, lambda: np.zeros(200, np.float32), "a filler", "")
+    kept = set(_arrays._constants)
+    assert all(k in kept for k in tables)
+    assert sum(k[1:] in fillers for k in kept) <= 8  # the others were dropped
+    garbage = [cupy.full(n, 0xFF, cupy.uint8) for n in [1 << k for k in range(9, 20)] * 4]
+    x.copy_(torch.from_numpy(fresh))
+    torch.cuda.synchronize()
+    graph.replay()
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(got.cpu().numpy(), cupyprep.resize(fresh, size, interpolation="area"))
+    del garbage
+
+
+@pytest.mark.gpu
 def test_kept_tables_neither_wait_nor_race():
     """A first area resize of new sizes queues its tables' upload behind the stream's work
     and returns without waiting; the same sizes at once on another stream wait for that
