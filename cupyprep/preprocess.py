@@ -327,6 +327,13 @@ def _area_fast(h, w, nh, nw):
     return _area_kernel(_scale(h, nh), _scale(w, nw))[0] == "area_fast"
 
 
+def _all_area_fast(sizes, plans, uniform):
+    """Whether every image's area resize is OpenCV's fast regime (a batch: its one
+    geometry)."""
+    rows = plans[:1, :2] if uniform else plans[:, :2]
+    return all(_area_fast(h, w, nh, nw) for (h, w), (nh, nw) in zip(sizes, rows.tolist()))
+
+
 def _area_resized(image, plan_row):
     """``image`` (NHWC or HW / HWC; None plan: an empty batch, as it is) resized to its
     plan's (nh, nw) by OpenCV's area interpolation, on the device, as the same kind."""
@@ -357,8 +364,8 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
                pad_value=114, mean=None, std=None, scale=1 / 255, swap_rb=True, layout="NCHW",
                dtype="float32", out=None):
     """Decoded frames to a model's input batch: resize, pad or crop, channel order,
-    ``(x * scale - mean) / std``, layout and dtype, in one kernel launch (with ``area``,
-    two: see ``interpolation``).
+    ``(x * scale - mean) / std``, layout and dtype, in one kernel launch (with ``area`` at
+    other than whole factors, two: see ``interpolation``).
 
     Parameters
     ----------
@@ -465,10 +472,7 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     xp = first.xp
     inputs = [arr] if uniform else arrays
     with first.launch(), first.writing(out, out_shape, out_dtype, inputs) as (native, dst):
-        # (a batch has one geometry)
-        geometries = zip(sizes[:1] if uniform else sizes, plans[:1 if uniform else n, :2].tolist())
-        if interpolation == "area" and not all(_area_fast(h, w, nh, nw)
-                                               for (h, w), (nh, nw) in geometries):
+        if interpolation == "area" and not _all_area_fast(sizes, plans, uniform):
             # OpenCV's weighted / upscaling area is resize()'s kernel (its tables kept per
             # geometry); the fused kernel then places, pads and normalizes the resized pixels
             # at scale 1, where nearest is a copy
