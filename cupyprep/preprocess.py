@@ -42,11 +42,12 @@ def _variants():
 
 # Launch shape, measured on an H200 with benchmarks/profile.py --sweep: threads per block
 # along x, output rows one thread makes in its columns (their taps computed once for all of
-# them: 1 row costs W1 / W2 36% / 33% more than 8), and adjacent columns per thread (2 or
-# 4 were slower: their stores no longer coalesce).
-_BLOCK_X = 128
+# them), and adjacent columns per thread (2: planes stored two elements at a time, and the
+# uint8 word path's loads of two pixels in flight together; 1 took W1 / W2 / W1r 0.075 /
+# 0.105 / 0.095 ms against 0.068 / 0.093 / 0.090, 128 threads 0.071 / 0.092 / 0.095).
+_BLOCK_X = 64
 _ROWS_PER_BLOCK = 8
-_X_PER_THREAD = 1
+_X_PER_THREAD = 2
 
 
 _kernels.register_variants("preprocess", "preprocess.cu", _variants)

@@ -118,16 +118,69 @@ __device__ __forceinline__ unsigned char saturate_u8(int v) {
 // Normalize's arithmetic, shared by normalize and preprocess so both give the same bits:
 // out[c] = (v[k] * scale - mean[c]) * inv_std[c] in float32, uncontracted, with k = c or,
 // when swap_rb, the first three channels reversed (1 / std rounded once on the host).
+__device__ __forceinline__ float normalized(float v, float scale, float mean, float inv_std) {
+    return __fmul_rn(__fsub_rn(__fmul_rn(v, scale), mean), inv_std);
+}
+
+template <int CN>
+__device__ __forceinline__ int source_channel(int c, bool swap_rb) {
+    return (CN >= 3 && swap_rb && c < 3) ? 2 - c : c;
+}
+
 template <typename TOut, int CN>
 __device__ __forceinline__ void store_normalized(TOut* q, i64 d_c, const float (&v)[CN],
                                                  bool swap_rb, float scale, const float* mean,
                                                  const float* inv_std) {
 #pragma unroll
-    for (int c = 0; c < CN; ++c) {
-        const int k = (CN >= 3 && swap_rb && c < 3) ? 2 - c : c;
-        const float o = __fmul_rn(__fsub_rn(__fmul_rn(v[k], scale), mean[c]), inv_std[c]);
-        q[c * d_c] = from_float<TOut>(o);
+    for (int c = 0; c < CN; ++c)
+        q[c * d_c] = from_float<TOut>(
+            normalized(v[source_channel<CN>(c, swap_rb)], scale, mean[c], inv_std[c]));
+}
+
+// Two adjacent pixels' values of one channel, converted, as one store of
+// 2 * sizeof(TOut) bytes at q (aligned to that size).
+__device__ __forceinline__ void store_pair(float* q, float a, float b) {
+    *reinterpret_cast<float2*>(q) = make_float2(a, b);
+}
+__device__ __forceinline__ void store_pair(cp_half* q, float a, float b) {
+#if !defined(CUPYPREP_EMULATOR) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned bits;  // one conversion instruction for both: b to the high half, a to the low
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(bits) : "f"(b), "f"(a));
+#else
+    const unsigned bits = (unsigned)cupyprep_f32_to_f16_bits(a) |
+                          ((unsigned)cupyprep_f32_to_f16_bits(b) << 16);
+#endif
+    *reinterpret_cast<unsigned*>(q) = bits;
+}
+__device__ __forceinline__ void store_pair(unsigned char* q, float a, float b) {
+    *reinterpret_cast<unsigned short*>(q) = (unsigned short)(
+        from_float<unsigned char>(a) | ((unsigned)from_float<unsigned char>(b) << 8));
+}
+
+// store_normalized for a thread's PX adjacent pixels (the first `count` of them real; v[p]
+// pixel p, q the first one's channel 0). Two pixels whose channels are planes (d_x == 1),
+// with each plane's pair aligned, go as one store per plane; others element by element.
+template <typename TOut, int CN, int PX>
+__device__ __forceinline__ void store_normalized_px(TOut* q, int count, i64 d_x, i64 d_c,
+                                                    const float (&v)[PX][CN], bool swap_rb,
+                                                    float scale, const float* mean,
+                                                    const float* inv_std) {
+    if constexpr (PX == 2) {
+        if (count == 2 && d_x == 1 && (d_c & 1) == 0 &&
+            ((unsigned long long)q & (2 * sizeof(TOut) - 1)) == 0) {
+#pragma unroll
+            for (int c = 0; c < CN; ++c) {
+                const int k = source_channel<CN>(c, swap_rb);
+                store_pair(q + c * d_c, normalized(v[0][k], scale, mean[c], inv_std[c]),
+                           normalized(v[1][k], scale, mean[c], inv_std[c]));
+            }
+            return;
+        }
     }
+#pragma unroll
+    for (int p = 0; p < PX; ++p)
+        if (p < count)
+            store_normalized<TOut, CN>(q + p * d_x, d_c, v[p], swap_rb, scale, mean, inv_std);
 }
 
 }  // namespace cp

@@ -39,12 +39,139 @@
         scale_y, scale_x, dst, H, W, d_n, d_y, d_x, d_c, swap_rb, scale, m0, m1, m2, m3,   \
         sd0, sd1, sd2, sd3, p0, p1, p2, p3, N, rows_per_block
 
+namespace {
+
+// Rows whose y taps a block works out at a time, into shared memory.
+constexpr int kStagedRows = 16;
+
+// uint8 linear on dense images (the fast path): the image's first byte rounded down to a
+// 32-bit word, and that byte's place in it; `ok` where every byte offset within the image,
+// counted from `words`, fits in int32.
+struct WordImage {
+    const unsigned* words;
+    unsigned mis;
+    bool ok;
+};
+
+template <int CN>
+__device__ __forceinline__ WordImage word_image(const unsigned char* img, int ih, int iw,
+                                                cp::i64 s_y) {
+    WordImage d;
+    const unsigned long long base = (unsigned long long)img;
+    d.words = reinterpret_cast<const unsigned*>(base & ~3ull);
+    d.mis = (unsigned)(base & 3u);
+    const cp::i64 span = (cp::i64)(ih - 1) * (s_y < 0 ? -s_y : s_y) + (cp::i64)iw * CN + 16;
+    d.ok = span < 2147483647LL;
+    return d;
+}
+
+// Whether the words window_words reads for column tap s (the pixels s and s + 1) stay within
+// the row: they reach max(8, 2 * CN + 3) bytes past the tap's first. Before it they reach
+// back at most to the 32-bit word holding the row's first byte, which lies in the same
+// allocation (allocations start on a word), so no bound is needed there.
+template <int CN>
+__device__ __forceinline__ bool word_column(int s, int iw) {
+    constexpr int after = 2 * CN + 3 > 8 ? 2 * CN + 3 : 8;
+    return s * CN + after <= iw * CN;
+}
+
+// The 2 * CN bytes of a column tap pair as window_bytes gives them, read byte by byte: the
+// first pixel's CN bytes at p, the second's at p + CN where it weighs anything (wx's high
+// half), else p again (a clamped tap at the right edge, whose bytes are multiplied by 0).
+template <int CN>
+__device__ __forceinline__ void bytes8(const unsigned char* p, unsigned wx, unsigned& lo,
+                                       unsigned& hi) {
+    const unsigned char* q = p + ((wx >> 16) ? CN : 0);
+    unsigned b[8] = {};
+#pragma unroll
+    for (int k = 0; k < 2 * CN; ++k) b[k] = __ldg(k < CN ? p + k : q + (k - CN));
+    lo = b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24);
+    hi = b[4] | (b[5] << 8) | (b[6] << 16) | (b[7] << 24);
+}
+
+// One tap row of linear_blend's uint8 arithmetic for CN channels at once, given the pixel
+// pair's bytes (window_bytes' lo, hi): each channel's pair (p0, p1) weighed by a two-way dot
+// product with the column weights packed as iw0 | iw1 << 16 (S = p0 * iw0 + p1 * iw1),
+// then (S >> 4) * b >> 16 as the high word of (S >> 4) * (b << 16), added to t.
+template <int CN>
+__device__ __forceinline__ void linear_u8_row(unsigned lo, unsigned hi, unsigned wx,
+                                              unsigned b16, unsigned (&t)[CN]) {
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+        const unsigned pair = __byte_perm(lo, hi, (unsigned)c | ((unsigned)(CN + c) << 4));
+        t[c] += __umulhi(__dp2a_lo(wx, pair, 0u) >> 4, b16);
+    }
+}
+
+// A fast-path thread's PX pixels of one row (the y taps ty; column taps as preprocess_body
+// keeps them): v[p][c] the resized value of channel c, as a float. Every word load of the
+// row is issued (predicated, not branched around) before anything waits for one; the
+// columns that read byte by byte (bytes8) then replace their windows, in a branch that
+// only the warps holding such a column take.
+template <int CN, int PX>
+__device__ __forceinline__ void linear_u8_pixels(const WordImage& wi, const cp::Taps& ty,
+                                                 const unsigned (&xoff)[PX],
+                                                 const unsigned (&xw)[PX], unsigned by_byte,
+                                                 float (&v)[PX][CN]) {
+    const unsigned r[2] = {(unsigned)ty.off[0], (unsigned)ty.off[1]};
+    const unsigned b[2] = {(unsigned)ty.iw[0] << 16, (unsigned)ty.iw[1] << 16};
+    const int rows = b[1] ? 2 : 1;  // a second tap row weighing 0 adds exactly 0
+    unsigned w[2][PX][3];
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+#pragma unroll
+        for (int p = 0; p < PX; ++p)
+            cp::window_words<2 * CN>(wi.words, r[k] + xoff[p], k < rows && !(by_byte >> p & 1u),
+                                     w[k][p]);
+    unsigned lo[2][PX], hi[2][PX];
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+#pragma unroll
+        for (int p = 0; p < PX; ++p) cp::window_bytes(w[k][p], r[k] + xoff[p], lo[k][p], hi[k][p]);
+    if (by_byte) {
+        const unsigned char* bytes = reinterpret_cast<const unsigned char*>(wi.words);
+#pragma unroll
+        for (int k = 0; k < 2; ++k)
+#pragma unroll
+            for (int p = 0; p < PX; ++p)
+                if (k < rows && (by_byte >> p & 1u))
+                    bytes8<CN>(bytes + (int)(r[k] + xoff[p]), xw[p], lo[k][p], hi[k][p]);
+    }
+#pragma unroll
+    for (int p = 0; p < PX; ++p) {
+        unsigned t[CN] = {};
+#pragma unroll
+        for (int k = 0; k < 2; ++k)
+            if (k < rows) linear_u8_row<CN>(lo[k][p], hi[k][p], xw[p], b[k], t);
+#pragma unroll
+        for (int c = 0; c < CN; ++c) {
+            const unsigned u = min((t[c] + 2u) >> 2, 255u);
+            v[p][c] = __fsub_rn(__uint_as_float(u | 0x4B000000u), 8388608.f);  // float(u)
+        }
+    }
+}
+
+}  // namespace
+
 // Grid: x across blocks and threads, XPT adjacent columns per thread; blockIdx.y a group
 // of rows_per_block rows; blockIdx.z an image (loops cover sizes past the grid's limits).
-// A thread keeps its columns, so their taps are computed once for all its rows, and each
-// row's taps once for its columns.
+// Blocks are 1-D. A block works out the y taps of its rows once, in shared memory (up to
+// kStagedRows at a time); a thread keeps its columns, so their taps are computed once for
+// all its rows.
+//
+// uint8 linear on dense images takes a fast path where all of a thread's columns and the
+// row are inside the image and the image's byte offsets fit in int32: each tap row's
+// 2 * CN bytes come as the aligned 32-bit words that cover them (window_words; columns near the
+// right edge, where those words would reach past the row, byte by byte: bytes8), the
+// fixed-point arithmetic runs on packed bytes (linear_u8_row), the bytes' float is
+// 2^23 + v less 2^23 (no conversion instruction), and a row whose second tap weighs 0 (an
+// exact factor, as 1080 to 360) is not read, since it adds exactly 0. Other threads,
+// types and interpolations take linear_blend / sample_* element by element. Both give
+// linear_blend's bits.
 template <typename TIn, typename TOut, int CN, bool DENSE, bool RAGGED, int INTERP, int XPT>
 __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS(CUPYPREP_REFERENCE)) {
+    constexpr bool FAST = sizeof(TIn) == 1 && DENSE && INTERP == cp::INTERP_LINEAR;
+    __shared__ cp::Taps staged[kStagedRows];
     const float mean[4] = {m0, m1, m2, m3};
     const float inv_std[4] = {sd0, sd1, sd2, sd3};  // 1 / std, rounded once on the host
     const float pad[4] = {p0, p1, p2, p3};
@@ -72,6 +199,7 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS(CUPYP
         }
         // cv2.resize's exact-factor-2 linear is area's cell mean: per pixel, not per tap
         const bool linear_2x = INTERP == cp::INTERP_LINEAR && ky == 2.0 && kx == 2.0;
+        const bool taps = INTERP != cp::INTERP_AREA && !linear_2x;
         // area (the host launches it for integer factors only): the cell mean per pixel
         int isy = 1, isx = 1, whole_cells = 0;
         float inv_area = 1.f;
@@ -81,55 +209,94 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS(CUPYP
             whole_cells = iw / isx;
             inv_area = __fdiv_rn(1.f, (float)(isx * isy));
         }
+        WordImage wi{};
+        if constexpr (FAST)
+            wi = word_image<CN>(reinterpret_cast<const unsigned char*>(img), ih, iw, sy_);
         TOut* image_out = dst + (cp::i64)n * d_n;
-        for (int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * XPT; x0 < W;
-             x0 += gridDim.x * blockDim.x * XPT) {
-            cp::Taps tx[XPT];
-            bool col_inside[XPT];
-#pragma unroll
-            for (int j = 0; j < XPT; ++j) {
-                const int rx = x0 + j - ox;
-                col_inside[j] = x0 + j < W && rx >= 0 && rx < rw;
-                if constexpr (INTERP != cp::INTERP_AREA) {
-                    if (col_inside[j] && !linear_2x)
-                        tx[j] = cp::x_taps<TIn, CN, INTERP>(rx, kx, iw, sx_, rw);
-                }
-            }
-            for (int group = blockIdx.y; group * rows_per_block < H; group += gridDim.y) {
-                const int y_end = min(H, (group + 1) * rows_per_block);
-                for (int y = group * rows_per_block; y < y_end; ++y) {
-                    const int ry = y - oy;
-                    const bool row_inside = ry >= 0 && ry < rh;
-                    cp::Taps ty;
-                    if constexpr (INTERP != cp::INTERP_AREA) {
-                        if (row_inside && !linear_2x) ty = cp::y_taps<TIn, CN, INTERP>(ry, ky, ih, sy_);
+        for (int group = blockIdx.y; group * rows_per_block < H; group += gridDim.y) {
+            const int group_end = min(H, (group + 1) * rows_per_block);
+            for (int y0 = group * rows_per_block; y0 < group_end; y0 += kStagedRows) {
+                const int y_end = min(group_end, y0 + kStagedRows);
+                if (taps) {
+                    for (int r = threadIdx.x; r < y_end - y0; r += blockDim.x) {
+                        const int ry = y0 + r - oy;
+                        if (ry >= 0 && ry < rh)
+                            staged[r] = cp::y_taps<TIn, CN, INTERP>(ry, ky, ih, sy_);
                     }
-                    TOut* q = image_out + (cp::i64)y * d_y + (cp::i64)x0 * d_x;
+                    __syncthreads();
+                }
+                for (int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * XPT; x0 < W;
+                     x0 += gridDim.x * blockDim.x * XPT) {
+                    const int count = min(XPT, W - x0);
+                    cp::Taps tx[XPT];
+                    bool col_inside[XPT];
+                    bool fast = FAST && taps && wi.ok;
+                    // the fast path's tap offsets (bytes from wi.words), packed weights, and
+                    // which columns read their bytes one by one (bytes8: the right edge)
+                    unsigned xoff[XPT], xw[XPT], by_byte = 0;
 #pragma unroll
                     for (int j = 0; j < XPT; ++j) {
-                        if (x0 + j >= W) break;
-                        float v[CN];
-                        if (row_inside && col_inside[j]) {
-                            TIn t[CN];
-                            if constexpr (INTERP == cp::INTERP_AREA)
-                                cp::sample_area_fast<TIn, CN>(img, sy_, sx_, sc_, ih, iw, ry,
-                                                              x0 + j - ox, isy, isx,
-                                                              whole_cells, inv_area, t);
-                            else if (linear_2x)
-                                cp::sample_linear_2x<TIn, CN>(img, sy_, sx_, sc_, ih, iw, ry,
-                                                              x0 + j - ox, t);
-                            else
-                                cp::blend<TIn, CN, INTERP>(img, sc_, tx[j], ty, t);
-#pragma unroll
-                            for (int c = 0; c < CN; ++c) v[c] = cp::to_float(t[c]);
-                        } else {
-#pragma unroll
-                            for (int c = 0; c < CN; ++c) v[c] = pad[c];
+                        const int rx = x0 + j - ox;
+                        col_inside[j] = j < count && rx >= 0 && rx < rw;
+                        fast = fast && col_inside[j];
+                        if (col_inside[j] && taps) {
+                            tx[j] = cp::x_taps<TIn, CN, INTERP>(rx, kx, iw, sx_, rw);
+                            if constexpr (FAST) {
+                                const int sx0 = (int)(tx[j].off[0] / CN);
+                                if (!word_column<CN>(sx0, iw)) by_byte |= 1u << j;
+                                xoff[j] = wi.mis + (unsigned)(sx0 * CN);
+                                xw[j] = (unsigned)tx[j].iw[0] | ((unsigned)tx[j].iw[1] << 16);
+                            }
                         }
-                        cp::store_normalized<TOut, CN>(q + j * d_x, d_c, v, swap_rb, scale,
-                                                       mean, inv_std);
+                    }
+                    TOut* q = image_out + (cp::i64)y0 * d_y + (cp::i64)x0 * d_x;
+                    if (FAST && fast) {
+                        // a loop of its own, so the other path's column taps are not kept
+                        for (int y = y0; y < y_end; ++y, q += d_y) {
+                            float v[XPT][CN];
+                            const int ry = y - oy;
+                            if (ry >= 0 && ry < rh) {
+                                linear_u8_pixels<CN, XPT>(wi, staged[y - y0], xoff, xw, by_byte, v);
+                            } else {
+#pragma unroll
+                                for (int j = 0; j < XPT; ++j)
+#pragma unroll
+                                    for (int c = 0; c < CN; ++c) v[j][c] = pad[c];
+                            }
+                            cp::store_normalized_px<TOut, CN, XPT>(q, XPT, d_x, d_c, v, swap_rb,
+                                                                   scale, mean, inv_std);
+                        }
+                        continue;
+                    }
+                    for (int y = y0; y < y_end; ++y, q += d_y) {
+                        const int ry = y - oy;
+                        const bool row_inside = ry >= 0 && ry < rh;
+                        float v[XPT][CN];
+#pragma unroll
+                        for (int j = 0; j < XPT; ++j) {
+                            if (row_inside && col_inside[j]) {
+                                TIn t[CN];
+                                if constexpr (INTERP == cp::INTERP_AREA)
+                                    cp::sample_area_fast<TIn, CN>(img, sy_, sx_, sc_, ih, iw, ry,
+                                                                  x0 + j - ox, isy, isx,
+                                                                  whole_cells, inv_area, t);
+                                else if (linear_2x)
+                                    cp::sample_linear_2x<TIn, CN>(img, sy_, sx_, sc_, ih, iw, ry,
+                                                                  x0 + j - ox, t);
+                                else
+                                    cp::blend<TIn, CN, INTERP>(img, sc_, tx[j], staged[y - y0], t);
+#pragma unroll
+                                for (int c = 0; c < CN; ++c) v[j][c] = cp::to_float(t[c]);
+                            } else {
+#pragma unroll
+                                for (int c = 0; c < CN; ++c) v[j][c] = pad[c];
+                            }
+                        }
+                        cp::store_normalized_px<TOut, CN, XPT>(q, count, d_x, d_c, v, swap_rb,
+                                                               scale, mean, inv_std);
                     }
                 }
+                if (taps) __syncthreads();  // before the next rows' taps replace these
             }
         }
     }

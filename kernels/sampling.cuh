@@ -398,6 +398,38 @@ __device__ __forceinline__ void sample_area_fast(const T* __restrict__ img, i64 
     }
 }
 
+// Byte windows: the bytes [off, off + USED) counted from `words` (USED <= 8; off a signed
+// 32-bit byte offset) as the low bytes of two words, from the aligned 32-bit words that
+// cover them. window_words loads those words (`load` false: none, all zero; a predicate,
+// not a branch, so a caller can issue many windows' loads before it waits for any);
+// window_bytes shifts them into place. The words read hold the bytes
+// [off - 3, off + max(8, USED + 3)).
+template <int USED>
+__device__ __forceinline__ void window_words(const unsigned* words, unsigned off, bool load,
+                                             unsigned (&w)[3]) {
+    const unsigned* p = words + ((int)off >> 2);
+    w[0] = load ? __ldg(p) : 0u;
+    w[1] = load ? __ldg(p + 1) : 0u;
+    // the third word only where the bytes used reach it (lanes that skip it touch no
+    // cache sector); the window's bytes past USED are then zero
+    w[2] = load && (off & 3u) > 8u - USED ? __ldg(p + 2) : 0u;
+}
+
+__device__ __forceinline__ void window_bytes(const unsigned (&w)[3], unsigned off,
+                                             unsigned& lo, unsigned& hi) {
+    const unsigned shift = off << 3;  // funnel shifts take it modulo 32
+    lo = __funnelshift_r(w[0], w[1], shift);
+    hi = __funnelshift_r(w[1], w[2], shift);
+}
+
+template <int USED>
+__device__ __forceinline__ void window8(const unsigned* words, unsigned off, unsigned& lo,
+                                        unsigned& hi) {
+    unsigned w[3];
+    window_words<USED>(words, off, true, w);
+    window_bytes(w, off, lo, hi);
+}
+
 // One destination pixel (dy, dx) of a dh x dw resize (dh is not needed).
 template <typename T, int CN, int INTERP>
 __device__ __forceinline__ void sample(const T* __restrict__ img, i64 s_y, i64 s_x, i64 s_c,

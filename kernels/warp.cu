@@ -431,21 +431,6 @@ __device__ __forceinline__ bool outside_u8(const DenseU8& d, float sx, float sy)
     return sx < -0.5f || sx > w - 0.5f || sy < -0.5f || sy > h - 0.5f;
 }
 
-// The bytes [off, off + USED) counted from `words` (USED <= 8), as the low bytes of two
-// words: the aligned words that cover them, shifted.
-template <int USED>
-__device__ __forceinline__ void window8(const unsigned* words, unsigned off, unsigned& lo,
-                                        unsigned& hi) {
-    const unsigned* w = words + ((int)off >> 2);
-    const unsigned w0 = __ldg(w), w1 = __ldg(w + 1);
-    // the third word only where the bytes used reach it (a predicated load: lanes that
-    // skip it touch no cache sector); the window's bytes past USED are then zero
-    const unsigned w2 = (off & 3u) > 8u - USED ? __ldg(w + 2) : 0u;
-    const unsigned shift = off << 3;  // funnel shifts take it modulo 32
-    lo = __funnelshift_r(w0, w1, shift);
-    hi = __funnelshift_r(w1, w2, shift);
-}
-
 // The bytes [off, off + 4) counted from `words`.
 __device__ __forceinline__ unsigned window4(const unsigned* words, unsigned off) {
     const unsigned* w = words + ((int)off >> 2);
@@ -474,8 +459,8 @@ __device__ __forceinline__ void linear_fast(const DenseU8& d, float sx, float sy
     const float a = __fsub_rn(sx, __fsub_rn(tx, kTwo23)), b = __fsub_rn(sy, __fsub_rn(ty, kTwo23));
     const unsigned off = __float_as_uint(ty) * d.s_y32 + __float_as_uint(tx) * CN + d.bias;
     unsigned lo0, hi0, lo1, hi1;
-    window8<2 * CN>(d.words, off, lo0, hi0);
-    window8<2 * CN>(d.words, off + d.s_y32, lo1, hi1);
+    cp::window8<2 * CN>(d.words, off, lo0, hi0);
+    cp::window8<2 * CN>(d.words, off + d.s_y32, lo1, hi1);
 #pragma unroll
     for (int c = 0; c < CN; ++c) {
         const float q00 = biased(lo0, hi0, c), q01 = biased(lo0, hi0, CN + c);

@@ -383,6 +383,57 @@ def test_kernel_area_whole_factors_dtypes_and_channels(kernels, launched):
     assert launched and all(e.startswith("cupyprep_preprocess_area<") for _, e in launched)
 
 
+def word_path_images(kernels, rng, channels):
+    """Dense uint8 images for the linear word path (kernel side, host copies): factors of
+    exactly 3 (each second tap row weighs 0), 2.5 and 1.5, an enlargement (rows and columns
+    clamped at the edges), widths 5..12 (columns near the left and right edges take the
+    element path), one image starting one element into its buffer (off a 32-bit word), a
+    window of a wider image (its row pitch no multiple of 4) and one with reversed rows."""
+    shape = (lambda h, w: (h, w)) if channels == 1 else (lambda h, w: (h, w, channels))
+    hosts, srcs = [], []
+    for h, w in [(30, 36), (25, 30), (15, 18), (7, 9)] + [(8, w) for w in range(5, 13)]:
+        hosts.append(random_image(rng, shape(h, w), np.uint8))
+        srcs.append(kernels.put(hosts[-1]))
+    flat = random_image(rng, (1 + 19 * 23 * channels,), np.uint8)
+    hosts.append(flat[1:].reshape(shape(19, 23)))
+    srcs.append(kernels.put(flat)[1:].reshape(shape(19, 23)))
+    wide = random_image(rng, shape(21, 27), np.uint8)
+    hosts.append(wide[1:, 2:])
+    srcs.append(kernels.put(wide)[1:, 2:])
+    hosts.append(hosts[0][::-1])
+    srcs.append(srcs[0][::-1])
+    return hosts, srcs
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_kernel_linear_uint8_word_path(kernels, channels):
+    """uint8 linear on dense images reads each tap row as aligned 32-bit words and blends
+    packed bytes (the path W1 and W2 take): equal to the CPU recipe (cv2.resize, then the
+    normalization) for every image of word_path_images, as a list and as uniform batches,
+    stretched and letterboxed, into float32 and float16 planes whose size is even (two
+    pixels per store) or odd (one element per store), and into NHWC uint8 at scale 1 (the
+    resized pixels themselves)."""
+    rng = np.random.default_rng(14)
+    hosts, srcs = word_path_images(kernels, rng, channels)
+    norm = dict(mean=(0.485, 0.456, 0.406, 0.5)[:channels], std=(0.229, 0.224, 0.225, 0.25)[:channels])
+    for size, mode in (((10, 12), "stretch"), ((9, 11), "letterbox")):
+        for dtype in ("float32", "float16"):
+            ref = reference(hosts, size, mode=mode, dtype=dtype, **norm)
+            out = kernels.poisoned(ref.shape, ref.dtype)
+            cupyprep.preprocess(srcs, size, mode=mode, dtype=dtype, out=out, **norm)
+            np.testing.assert_array_equal(kernels.get(out), ref)
+    kw = dict(layout="NHWC", dtype="uint8", scale=1.0, swap_rb=False, mode="stretch")
+    ref = reference(hosts, (10, 12), **kw)
+    out = kernels.poisoned(ref.shape, ref.dtype)
+    cupyprep.preprocess(srcs, (10, 12), out=out, **kw)
+    np.testing.assert_array_equal(kernels.get(out), ref)
+    for k in (0, 1, 3):  # uniform batches: factors 3, 2.5 and an enlargement
+        batch = np.stack([hosts[k], random_image(rng, hosts[k].shape, np.uint8)])
+        batch = batch.reshape(batch.shape[:3] + (channels,))  # NHWC, also for one channel
+        check(kernels, batch, (10, 12), mode="stretch")
+        check(kernels, batch, (9, 11), mode="letterbox", dtype="float16")
+
+
 @pytest.mark.parametrize("in_dtype", [np.uint16, np.float16, np.float32])
 def test_kernel_input_dtypes(kernels, in_dtype):
     rng = np.random.default_rng(4)

@@ -321,6 +321,17 @@ inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned i
     unsigned long long v = ((unsigned long long)hi << 32) | lo;
     return (unsigned int)(v >> (shift & 31u));
 }
+// Two-way dot products of the 16-bit halves of a with bytes 0 and 1 of b (the _lo forms),
+// plus c: unsigned halves and bytes, or signed ones.
+inline unsigned int __dp2a_lo(unsigned int a, unsigned int b, unsigned int c) {
+    return c + (a & 0xffffu) * (b & 0xffu) + (a >> 16) * ((b >> 8) & 0xffu);
+}
+inline int __dp2a_lo(int a, int b, int c) {
+    const unsigned ua = (unsigned)a, ub = (unsigned)b;
+    const long long s = (long long)(short)(ua & 0xffffu) * (signed char)(ub & 0xffu) +
+                        (long long)(short)(ua >> 16) * (signed char)((ub >> 8) & 0xffu);
+    return (int)(unsigned int)((unsigned long long)(long long)c + (unsigned long long)s);
+}
 inline unsigned int __sad(int x, int y, unsigned int z) {
     return z + (unsigned int)(x > y ? (long long)x - y : (long long)y - x);
 }
