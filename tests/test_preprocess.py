@@ -386,9 +386,10 @@ def test_kernel_area_whole_factors_dtypes_and_channels(kernels, launched):
 def word_path_images(kernels, rng, channels):
     """Dense uint8 images for the linear word path (kernel side, host copies): factors of
     exactly 3 (each second tap row weighs 0), 2.5 and 1.5, an enlargement (rows and columns
-    clamped at the edges), widths 5..12 (columns near the left and right edges take the
-    element path), one image starting one element into its buffer (off a 32-bit word), a
-    window of a wider image (its row pitch no multiple of 4) and one with reversed rows."""
+    clamped at the edges), widths 5..12 (the last columns, whose words would reach past
+    the row, read their bytes one by one), one image starting one element into its buffer
+    (off a 32-bit word), a window of a wider image (its row pitch no multiple of 4) and one
+    with reversed rows."""
     shape = (lambda h, w: (h, w)) if channels == 1 else (lambda h, w: (h, w, channels))
     hosts, srcs = [], []
     for h, w in [(30, 36), (25, 30), (15, 18), (7, 9)] + [(8, w) for w in range(5, 13)]:
