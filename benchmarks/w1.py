@@ -27,7 +27,9 @@ def run(bench):
         x = F.pad(x, (0, 0, 140, 140), value=114.0)
         return x / 255
 
-    rows_read = 2 * nh  # bilinear at 1/3 reads two of every three source rows
+    # bilinear at exactly 1/3 samples source row 3d + 1 with weight 1 and row 3d + 2 with
+    # weight 0: one source row in three has to be read
+    rows_read = nh
     floor_bytes = N * rows_read * W * C + N * C * SIZE[0] * SIZE[1] * 4
     bench.record("W1", "cupyprep preprocess (1 launch)", ours, len(inputs), floor_bytes)
     bench.record("W1", "torch interpolate + pad + div", torch_method, len(inputs), floor_bytes, baseline=True)
