@@ -168,17 +168,14 @@ def _ragged_dtypes():
     return record, np.dtype([("v", record, (IMAGES_BY_VALUE,))])
 
 
-def no_ragged():
-    """The ``ByValue<RaggedImage, IMAGES_BY_VALUE>`` argument of a launch that reads no list
-    (zeros)."""
-    return _no_ragged()[()]
+def no_ragged(count=IMAGES_BY_VALUE):
+    """The ``ByValue<RaggedImage, count>`` argument of a launch that reads no list (zeros)."""
+    return _no_ragged(count)
 
 
 @functools.lru_cache(maxsize=None)
-def _no_ragged():
-    import numpy as np
-
-    return np.zeros((), _ragged_dtypes()[1])
+def _no_ragged(count):
+    return by_value((), _ragged_dtypes()[0], count)
 
 
 def ragged(arrays, name, sizes, strides, xp, plans=None):

@@ -53,7 +53,7 @@ _X_PER_THREAD = 2
 _kernels.register_variants("preprocess", "preprocess.cu", _variants)
 
 # A uniform launch's by-value list arguments (ByValue<RaggedImage, 1>, ByValue<int, 1>: unread)
-_NO_LIST = (_kernels.by_value((), np.uint64, 5), _kernels.by_value((), np.int32, 1))
+_NO_LIST = (_kernels.no_ragged(1), _kernels.by_value((), np.int32, 1))
 
 
 # --- geometry --------------------------------------------------------------------------------

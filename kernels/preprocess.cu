@@ -44,25 +44,16 @@ namespace {
 // Rows whose y taps a block works out at a time, into shared memory.
 constexpr int kStagedRows = 16;
 
-// uint8 linear on dense images (the fast path): the image's first byte rounded down to a
-// 32-bit word, and that byte's place in it; `ok` where every byte offset within the image,
-// counted from `words`, fits in int32.
-struct WordImage {
-    const unsigned* words;
-    unsigned mis;
+// uint8 linear on dense images (the fast path): the image's word base, and `ok` where every
+// byte offset within the image, counted from its `words`, fits in int32.
+struct WordImage : cp::WordBase {
     bool ok;
 };
 
 template <int CN>
 __device__ __forceinline__ WordImage word_image(const unsigned char* img, int ih, int iw,
                                                 cp::i64 s_y) {
-    WordImage d;
-    const unsigned long long base = (unsigned long long)img;
-    d.words = reinterpret_cast<const unsigned*>(base & ~3ull);
-    d.mis = (unsigned)(base & 3u);
-    const cp::i64 span = (cp::i64)(ih - 1) * (s_y < 0 ? -s_y : s_y) + (cp::i64)iw * CN + 16;
-    d.ok = span < 2147483647LL;
-    return d;
+    return {cp::word_base(img), cp::byte_offsets_fit<CN>(ih, iw, s_y, 16)};
 }
 
 // Whether the words window_words reads for column tap s (the pixels s and s + 1) stay within
@@ -146,7 +137,7 @@ __device__ __forceinline__ void linear_u8_pixels(const WordImage& wi, const cp::
 #pragma unroll
         for (int c = 0; c < CN; ++c) {
             const unsigned u = min((t[c] + 2u) >> 2, 255u);
-            v[p][c] = __fsub_rn(__uint_as_float(u | 0x4B000000u), 8388608.f);  // float(u)
+            v[p][c] = __fsub_rn(__uint_as_float(u | cp::kTwo23Bits), cp::kTwo23);  // float(u)
         }
     }
 }

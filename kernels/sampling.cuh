@@ -398,6 +398,30 @@ __device__ __forceinline__ void sample_area_fast(const T* __restrict__ img, i64 
     }
 }
 
+// A byte v under the exponent byte 0x4B is the float 2^23 + v: bytes become floats without
+// a conversion instruction (v itself is that float less 2^23, exactly).
+constexpr float kTwo23 = 8388608.f;
+constexpr unsigned kTwo23Bits = 0x4B000000u;
+
+// An image's first byte as byte windows address it: the 32-bit word holding it (`words`)
+// and its place in that word (`mis`).
+struct WordBase {
+    const unsigned* words;
+    unsigned mis;
+};
+
+__device__ __forceinline__ WordBase word_base(const void* first) {
+    const unsigned long long base = (unsigned long long)first;
+    return {reinterpret_cast<const unsigned*>(base & ~3ull), (unsigned)(base & 3u)};
+}
+
+// Whether byte offsets into an image of h rows of w pixels of CN bytes (row stride s_y
+// bytes), up to `reach` bytes past its last pixel's first, fit in int32.
+template <int CN>
+__device__ __forceinline__ bool byte_offsets_fit(int h, int w, i64 s_y, int reach) {
+    return (i64)(h - 1) * (s_y < 0 ? -s_y : s_y) + (i64)w * CN + reach < 2147483647LL;
+}
+
 // Byte windows: the bytes [off, off + USED) counted from `words` (USED <= 8; off a signed
 // 32-bit byte offset) as the low bytes of two words, from the aligned 32-bit words that
 // cover them. window_words loads those words (`load` false: none, all zero; a predicate,

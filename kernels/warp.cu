@@ -388,8 +388,10 @@ struct dense_u8 {
     static constexpr bool value = DENSE && sizeof(T) == 1 && (CN == 3 || CN == 4);
 };
 
-constexpr float kTwo23 = 8388608.f, kRound = 12582912.f;  // 2^23, 1.5 * 2^23
-constexpr unsigned kTwo23Bits = 0x4B000000u, kRoundBits = 0x4B400000u;
+using cp::kTwo23;
+using cp::kTwo23Bits;
+constexpr float kRound = 12582912.f;  // 1.5 * 2^23
+constexpr unsigned kRoundBits = 0x4B400000u;
 
 // Per image: the fast path's bounds and the byte offset, counted from the image's first
 // word, of a tap whose coordinates are given as the bit patterns bx and by of 2^23 + ix and
@@ -404,15 +406,14 @@ struct DenseU8 {
 template <bool LINEAR, int CN>
 __device__ __forceinline__ DenseU8 dense_u8_image(const Item<unsigned char>& it) {
     DenseU8 d;
-    const unsigned long long base = (unsigned long long)it.img;
-    d.words = reinterpret_cast<const unsigned*>(base & ~3ull);
+    const cp::WordBase wb = cp::word_base(it.img);
+    d.words = wb.words;
     d.s_y32 = (unsigned)it.s_y;
     const unsigned k = LINEAR ? kTwo23Bits : kRoundBits;
     // offsets count from `words`: the image's own offset within its word joins the bias
-    d.bias = (unsigned)(base & 3u) - k * (d.s_y32 + (unsigned)CN);
-    const cp::i64 span =
-        (cp::i64)(it.h - 1) * (it.s_y < 0 ? -it.s_y : it.s_y) + (cp::i64)it.w * CN + 3;
-    const bool ok = span < 2147483647LL && it.w < (1 << 22) && it.h < (1 << 22);
+    d.bias = wb.mis - k * (d.s_y32 + (unsigned)CN);
+    const bool ok = cp::byte_offsets_fit<CN>(it.h, it.w, it.s_y, 3) && it.w < (1 << 22) &&
+                    it.h < (1 << 22);
     const float nan = __uint_as_float(0x7FC00000u);
     d.x_hi = ok ? (float)(it.w - (CN == 3 ? 3 : 2)) : nan;
     d.y_hi = ok ? (float)(it.h - 1) : nan;
