@@ -41,6 +41,37 @@
 
 namespace {
 
+// Image n's source (pointer, size, element strides), resize steps and placement on the
+// canvas. A batch's come from the kernel parameters. A list's are worked out by one thread
+// into shared memory and read from there where they are used: held in registers across
+// the block's loops, like the parameters of a batch, they took 16 more registers than a
+// batch's (80 against 64 for uint8 linear; 72 now, and a list of 32 frames around 1080p
+// letterboxed runs 4% faster: benchmarks/NOTES.md).
+struct Geometry {
+    unsigned long long img;
+    cp::i64 s_y, s_x, s_c;
+    double ky, kx;  // the resize steps
+    int ih, iw, rh, rw, oy, ox;  // source size, resized size, offset on the canvas
+};
+
+template <int RECORDS, int PLANS>
+__device__ __forceinline__ Geometry list_geometry(const cp::RaggedImage* table,
+                                                  const cp::ByValue<cp::RaggedImage, RECORDS>& small,
+                                                  const cp::ByValue<int, PLANS>& small_plans,
+                                                  int N, int n) {
+    const cp::RaggedImage& r = table ? table[n] : small.v[n];
+    const int* g = table ? reinterpret_cast<const int*>(table + N) + (cp::i64)n * 4
+                         : small_plans.v + n * 4;
+    Geometry t;
+    t.img = r.ptr;
+    t.ih = r.h; t.iw = r.w; t.s_y = r.s_y; t.s_x = r.s_x; t.s_c = r.s_c;
+    t.rh = g[0]; t.rw = g[1]; t.oy = g[2]; t.ox = g[3];
+    // OpenCV's step: 1 / (new / old) in double, not old / new
+    t.ky = __ddiv_rn(1.0, __ddiv_rn((double)t.rh, (double)t.ih));
+    t.kx = __ddiv_rn(1.0, __ddiv_rn((double)t.rw, (double)t.iw));
+    return t;
+}
+
 // Rows whose y taps a block works out at a time, into shared memory.
 constexpr int kStagedRows = 16;
 
@@ -166,28 +197,24 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS(CUPYP
     const float mean[4] = {m0, m1, m2, m3};
     const float inv_std[4] = {sd0, sd1, sd2, sd3};  // 1 / std, rounded once on the host
     const float pad[4] = {p0, p1, p2, p3};
+    __shared__ Geometry list_image;  // RAGGED: the block's image, written by thread 0
     for (int n = blockIdx.z; n < N; n += gridDim.z) {
-        const TIn* img;
-        int ih = h0, iw = w0, rh = nh, rw = nw, oy = off_y, ox = off_x;
-        cp::i64 sy_ = s_y, sx_ = s_x, sc_ = s_c;
-        double ky = scale_y, kx = scale_x;
+        Geometry own;
         if constexpr (RAGGED) {
-            const cp::RaggedImage& r = table ? table[n] : small.v[n];
-            const int* g = table ? reinterpret_cast<const int*>(table + N) + (cp::i64)n * 4
-                                 : small_plans.v + n * 4;
-            img = reinterpret_cast<const TIn*>(r.ptr);
-            ih = r.h; iw = r.w; sy_ = r.s_y; sx_ = r.s_x; sc_ = r.s_c;
-            rh = g[0]; rw = g[1]; oy = g[2]; ox = g[3];
-            // OpenCV's step: 1 / (new / old) in double, not old / new
-            ky = __ddiv_rn(1.0, __ddiv_rn((double)rh, (double)ih));
-            kx = __ddiv_rn(1.0, __ddiv_rn((double)rw, (double)iw));
+            __syncthreads();  // the block is done with the previous image's
+            if (threadIdx.x == 0) list_image = list_geometry(table, small, small_plans, N, n);
+            __syncthreads();
         } else {
-            img = base + (cp::i64)n * s_n;
+            own = {(unsigned long long)(base + (cp::i64)n * s_n), s_y, s_x, s_c, scale_y,
+                   scale_x, h0, w0, nh, nw, off_y, off_x};
         }
-        if constexpr (DENSE) {
-            sx_ = CN;
-            sc_ = 1;
-        }
+        // read where they are used (below: references), not held in registers
+        const Geometry& G = RAGGED ? list_image : own;
+        const TIn* img = reinterpret_cast<const TIn*>(G.img);
+        const int &ih = G.ih, &iw = G.iw, &rh = G.rh, &rw = G.rw, &oy = G.oy, &ox = G.ox;
+        const cp::i64& sy_ = G.s_y;
+        const cp::i64 sx_ = DENSE ? (cp::i64)CN : G.s_x, sc_ = DENSE ? (cp::i64)1 : G.s_c;
+        const double &ky = G.ky, &kx = G.kx;
         // cv2.resize's exact-factor-2 linear is area's cell mean: per pixel, not per tap
         const bool linear_2x = INTERP == cp::INTERP_LINEAR && ky == 2.0 && kx == 2.0;
         const bool taps = INTERP != cp::INTERP_AREA && !linear_2x;

@@ -2,6 +2,8 @@
 kernel against the CPU backend on ragged batches."""
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 
@@ -465,6 +467,29 @@ def test_kernel_long_lists_take_one_table(kernels):
     for n in (64, 65, 70):
         check(kernels, images[:n], (6, 8), mode="letterbox", interpolation="linear")
     check(kernels, images, (5, 7), mode="center_crop", interpolation="nearest", layout="NHWC")
+
+
+@pytest.mark.parametrize("interpolation", ["linear", "nearest", "area"])
+def test_kernel_blocks_loop_past_the_grid(kernels, monkeypatch, interpolation):
+    """A grid smaller than the work (past 65535 images or row groups it is) makes each
+    block loop over several images, row groups and column strips: a list's image is then
+    replaced in the block's shared memory between images (after every thread is done with
+    the last one), and the results stay the CPU recipe's, for lists (by value and as a
+    table) and batches."""
+    pp_module = importlib.import_module("cupyprep.preprocess")  # the module, not the function
+    launch = pp_module.launch_3d
+
+    def small_grid(fn, n, h, w, args, block_x, block_y=1):
+        launch(fn, min(n, 2), min(h, 2), min(w, block_x), args, block_x=block_x, block_y=block_y)
+
+    monkeypatch.setattr(pp_module, "launch_3d", small_grid)
+    rng = np.random.default_rng(12)
+    images = [random_image(rng, s + (3,), np.uint8) for s in [(48, 64), (9, 13), (1, 1), (33, 70), (26, 20)]]
+    images[3] = images[3][::-1, ::2]
+    kw = dict(interpolation=interpolation, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    check(kernels, images, (24, 32), **kw)
+    check(kernels, images * 14, (6, 8), mode="center_crop", **kw)  # 70 images: the table
+    check(kernels, random_image(rng, (5, 31, 45, 3), np.uint8), (24, 32), mode="stretch", **kw)
 
 
 def test_kernel_uniform_equals_list(kernels):
