@@ -533,6 +533,10 @@ class _Launch:
                 scratch = _TorchAllocations()
                 scratch.__enter__()
                 exits.append(scratch)
+            elif stream.is_capturing():
+                scratch = _CapturedAllocations()
+                scratch.__enter__()
+                exits.append(scratch)
         except BaseException:
             self.__exit__(*sys.exc_info())
             raise
@@ -609,6 +613,41 @@ class _TorchAllocations:
             return self._previous.__exit__(*exc)
         access[1](self._previous)
         return False
+
+
+# Every block an op on CuPy arrays allocated while its stream was being captured: the
+# graph's replays may use it at any later time, so it is never given back (see
+# _CapturedAllocations).
+_KEPT_FOR_GRAPHS: list = []
+
+
+class _CapturedAllocations:
+    """Inside an op call on CuPy arrays while the launch stream is being captured into a
+    CUDA graph (``cupy.cuda.Stream.begin_capture``): CuPy's pool would take back the
+    tables, scratch arrays and temporaries the call lets go of, and hand them to other
+    arrays while every replay of the graph still reads and writes them. Here every block
+    the call allocates is also held in :data:`_KEPT_FOR_GRAPHS`, so it stays allocated for
+    the life of the process (outputs included: whether the graph still writes them cannot
+    be told from here). torch tensors get the graph's private pool instead
+    (:class:`_TorchAllocations`)."""
+
+    __slots__ = ("_previous",)
+
+    def __enter__(self):
+        import cupy
+
+        inner = cupy.cuda.get_allocator()
+
+        def malloc(size):
+            block = inner(size)
+            _KEPT_FOR_GRAPHS.append(block)
+            return block
+
+        self._previous = cupy.cuda.using_allocator(malloc)
+        self._previous.__enter__()
+
+    def __exit__(self, *exc):
+        return self._previous.__exit__(*exc)
 
 
 @functools.lru_cache(maxsize=None)
