@@ -530,11 +530,11 @@ class _Launch:
                     ctx.__enter__()
                     exits.append(ctx)
                 # and the op's own device memory (tables, scratch, CuPy's temporaries)
-                scratch = _TorchAllocations()
+                scratch = _torch_allocations()
                 scratch.__enter__()
                 exits.append(scratch)
             elif stream.is_capturing():
-                scratch = _CapturedAllocations()
+                scratch = _captured_allocations()
                 scratch.__enter__()
                 exits.append(scratch)
         except BaseException:
@@ -587,25 +587,25 @@ def torch_malloc(size):
     return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(ptr, size, owner, device_id), 0)
 
 
-class _TorchAllocations:
-    """Inside an op call on torch tensors, this thread's CuPy allocations come from torch's
-    caching allocator: the op's tables and scratch arrays then live where its outputs do,
-    and under ``torch.cuda.graph`` in the graph's private pool (memory from CuPy's pool
-    would return to that pool when the call ends, and be handed to other arrays while the
-    graph still reads and writes it at every replay)."""
+class _UsingAllocator:
+    """This thread's CuPy allocations come from ``malloc`` (``cupy.cuda.set_allocator``'s
+    form) while entered; the allocator before is restored on exit."""
 
-    __slots__ = ("_previous",)
+    __slots__ = ("_malloc", "_previous")
+
+    def __init__(self, malloc):
+        self._malloc = malloc
 
     def __enter__(self):
         access = _thread_allocator()
         if access is None:
             import cupy
 
-            self._previous = cupy.cuda.using_allocator(torch_malloc)
+            self._previous = cupy.cuda.using_allocator(self._malloc)
             self._previous.__enter__()
         else:
             self._previous = access[0]()
-            access[1](torch_malloc)
+            access[1](self._malloc)
 
     def __exit__(self, *exc):
         access = _thread_allocator()
@@ -615,39 +615,40 @@ class _TorchAllocations:
         return False
 
 
+def _torch_allocations():
+    """Inside an op call on torch tensors, this thread's CuPy allocations come from torch's
+    caching allocator: the op's tables and scratch arrays then live where its outputs do,
+    and under ``torch.cuda.graph`` in the graph's private pool (memory from CuPy's pool
+    would return to that pool when the call ends, and be handed to other arrays while the
+    graph still reads and writes it at every replay)."""
+    return _UsingAllocator(torch_malloc)
+
+
 # Every block an op on CuPy arrays allocated while its stream was being captured: the
 # graph's replays may use it at any later time, so it is never given back (see
-# _CapturedAllocations).
+# _captured_allocations).
 _KEPT_FOR_GRAPHS: list = []
 
 
-class _CapturedAllocations:
+def _captured_allocations():
     """Inside an op call on CuPy arrays while the launch stream is being captured into a
     CUDA graph (``cupy.cuda.Stream.begin_capture``): CuPy's pool would take back the
     tables, scratch arrays and temporaries the call lets go of, and hand them to other
     arrays while every replay of the graph still reads and writes them. Here every block
-    the call allocates is also held in :data:`_KEPT_FOR_GRAPHS`, so it stays allocated for
-    the life of the process (outputs included: whether the graph still writes them cannot
-    be told from here). torch tensors get the graph's private pool instead
-    (:class:`_TorchAllocations`)."""
+    the call allocates, through the allocator that was current, is also held in
+    :data:`_KEPT_FOR_GRAPHS`, so it stays allocated for the life of the process (outputs
+    included: whether the graph still writes them cannot be told from here). torch tensors
+    get the graph's private pool instead (:func:`_torch_allocations`)."""
+    import cupy
 
-    __slots__ = ("_previous",)
+    inner = cupy.cuda.get_allocator()
 
-    def __enter__(self):
-        import cupy
+    def malloc(size):
+        block = inner(size)
+        _KEPT_FOR_GRAPHS.append(block)
+        return block
 
-        inner = cupy.cuda.get_allocator()
-
-        def malloc(size):
-            block = inner(size)
-            _KEPT_FOR_GRAPHS.append(block)
-            return block
-
-        self._previous = cupy.cuda.using_allocator(malloc)
-        self._previous.__enter__()
-
-    def __exit__(self, *exc):
-        return self._previous.__exit__(*exc)
+    return _UsingAllocator(malloc)
 
 
 @functools.lru_cache(maxsize=None)

@@ -71,11 +71,29 @@ def test_blocks_allocated_under_a_capture_are_kept(monkeypatch):
         return given[-1]
 
     with cupy.cuda.using_allocator(fake):
-        with _arrays._CapturedAllocations():
+        with _arrays._captured_allocations():
             a = cupy.cuda.get_allocator()(256)
             b = cupy.cuda.get_allocator()(512)
         assert cupy.cuda.get_allocator() is fake
     assert [a, b] == given == _arrays._KEPT_FOR_GRAPHS
+
+
+def test_torch_allocations_are_swapped_in_and_out():
+    """Inside an op call on torch tensors, CuPy allocates from torch's caching allocator;
+    the allocator before is current again afterwards, also when the call raised."""
+    import cupy
+
+    def fake(size):
+        raise AssertionError("not to be called")
+
+    with cupy.cuda.using_allocator(fake):
+        with _arrays._torch_allocations():
+            assert cupy.cuda.get_allocator() is _arrays.torch_malloc
+        assert cupy.cuda.get_allocator() is fake
+        with pytest.raises(KeyError):
+            with _arrays._torch_allocations():
+                raise KeyError("inside")
+        assert cupy.cuda.get_allocator() is fake
 
 
 def test_exception_arguments():
