@@ -349,6 +349,32 @@ def _bystanders(stream):
     return arrays
 
 
+def _replay_inputs(inputs, to_device):
+    """A case's inputs on the device (``to_device`` of a NumPy array), and fresh values of
+    the same shapes (arrays reversed along their first axis) for the replay."""
+    args = [to_device(np.asarray(a)) for a in inputs]
+    fresh = [to_device(np.ascontiguousarray(np.asarray(a)[::-1]) if np.ndim(a) else np.asarray(a))
+             for a in inputs]
+    return args, fresh
+
+
+def _check_replay(name, args, fresh, got, want, bystanders, replay, synchronize, to_host):
+    """The captured call's inputs given fresh values and its outputs zeroed, one replay
+    must compute ``want`` (what a fresh call computed) and leave the bystanders' bytes."""
+    for dst, src in zip(args, fresh):
+        dst[...] = src
+    for g in got:
+        g[...] = 0
+    synchronize()
+    replay()
+    synchronize()
+    assert len(got) == len(want), name
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(to_host(g), w, err_msg=name)
+    for b in bystanders:
+        assert int((b != 0x5A).sum()) == 0, f"{name}: a replay wrote memory it does not own"
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", _CAPTURED, ids=[c[0] for c in _CAPTURED])
 def test_sync_free_ops_capture_in_a_cuda_graph(case):
@@ -358,9 +384,7 @@ def test_sync_free_ops_capture_in_a_cuda_graph(case):
     bytes (an op whose tables or scratch came from a pool outside the graph's would have
     given that memory back when the captured call ended, and the replays would write it)."""
     name, inputs, op = case
-    args = [torch.from_numpy(np.asarray(a)).cuda() for a in inputs]
-    fresh = [torch.from_numpy(np.ascontiguousarray(np.asarray(a)[::-1])).cuda() if np.ndim(a) else
-             torch.from_numpy(np.asarray(a)).cuda() for a in inputs]
+    args, fresh = _replay_inputs(inputs, lambda a: torch.from_numpy(a).cuda())
     want = [r.cpu().numpy() for r in flat(op(*fresh))]
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -370,19 +394,8 @@ def test_sync_free_ops_capture_in_a_cuda_graph(case):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream):
         got = flat(op(*args))
-    bystanders = _bystanders(stream)
-    for dst, src in zip(args, fresh):
-        dst.copy_(src)
-    for g in got:
-        g.zero_()
-    torch.cuda.synchronize()
-    graph.replay()
-    torch.cuda.synchronize()
-    assert len(got) == len(want), name
-    for g, w in zip(got, want):
-        np.testing.assert_array_equal(g.cpu().numpy(), w, err_msg=name)
-    for b in bystanders:
-        assert int((b != 0x5A).sum()) == 0, f"{name}: a replay wrote memory it does not own"
+    _check_replay(name, args, fresh, got, want, _bystanders(stream), graph.replay,
+                  torch.cuda.synchronize, lambda g: g.cpu().numpy())
 
 
 @pytest.mark.gpu
@@ -395,9 +408,7 @@ def test_sync_free_ops_capture_in_a_cupy_graph(case):
     import cupy
 
     name, inputs, op = case
-    args = [cupy.asarray(np.asarray(a)) for a in inputs]
-    fresh = [cupy.asarray(np.ascontiguousarray(np.asarray(a)[::-1])) if np.ndim(a) else
-             cupy.asarray(np.asarray(a)) for a in inputs]
+    args, fresh = _replay_inputs(inputs, cupy.asarray)
     want = [cupy.asnumpy(r) for r in flat(op(*fresh))]
     stream = cupy.cuda.Stream(non_blocking=True)
     cupy.cuda.Device().synchronize()
@@ -409,19 +420,8 @@ def test_sync_free_ops_capture_in_a_cupy_graph(case):
             got = flat(op(*args))
         finally:
             graph = stream.end_capture()
-    bystanders = _bystanders(torch.cuda.ExternalStream(stream.ptr))
-    for dst, src in zip(args, fresh):
-        dst[...] = src
-    for g in got:
-        g[...] = 0
-    cupy.cuda.Device().synchronize()
-    graph.launch(stream)
-    stream.synchronize()
-    assert len(got) == len(want), name
-    for g, w in zip(got, want):
-        np.testing.assert_array_equal(cupy.asnumpy(g), w, err_msg=name)
-    for b in bystanders:
-        assert int((b != 0x5A).sum()) == 0, f"{name}: a replay wrote memory it does not own"
+    _check_replay(name, args, fresh, got, want, _bystanders(torch.cuda.ExternalStream(stream.ptr)),
+                  lambda: graph.launch(stream), cupy.cuda.Device().synchronize, cupy.asnumpy)
 
 
 def _uncapturable_cases():
