@@ -533,7 +533,7 @@ class _Launch:
                 scratch = _torch_allocations()
                 scratch.__enter__()
                 exits.append(scratch)
-            elif stream.is_capturing():
+            elif ptr != 0 and stream.is_capturing():  # the legacy stream is never captured
                 scratch = _captured_allocations()
                 scratch.__enter__()
                 exits.append(scratch)
