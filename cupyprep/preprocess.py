@@ -21,28 +21,28 @@ OUT_DTYPES = ("float32", "float16", "uint8")
 _FUSED_INTERPOLATIONS = ("nearest", "linear", "cubic", "area")
 
 
-def _expr(interpolation, in_dtype, out_dtype, cn, dense, ragged):
-    d = "true" if dense else "false"
-    r = "true" if ragged else "false"
+def _expr(interpolation, in_dtype, out_dtype, cn, dense, ragged, nhwc):
+    d, r, h = ("true" if flag else "false" for flag in (dense, ragged, nhwc))
     return (f"cupyprep_preprocess_{interpolation}<{C_TYPES[np.dtype(in_dtype)]}, "
-            f"{C_TYPES[np.dtype(out_dtype)]}, {cn}, {d}, {r}, {_X_PER_THREAD}>")
+            f"{C_TYPES[np.dtype(out_dtype)]}, {cn}, {d}, {r}, {h}, {_X_PER_THREAD}>")
 
 
 def _variants():
     return [
-        _expr(i, d, o, cn, dense, ragged)
+        _expr(i, d, o, cn, dense, ragged, nhwc)
         for i in _FUSED_INTERPOLATIONS
         for d in PREPROCESS_DTYPES
         for o in OUT_DTYPES
         for cn in (1, 3, 4)
         for dense in (True, False)
         for ragged in (False, True)
+        for nhwc in (False, True)
     ]
 
 
 # Launch shape, measured on an H200 with benchmarks/profile.py --sweep: threads per block
 # along x, output rows one thread makes in its columns (their taps computed once for all of
-# them), and adjacent columns per thread (2: planes stored two elements at a time, and the
+# them), and adjacent columns per thread (2: stores of two elements at a time, and the
 # uint8 word path's loads of two pixels in flight together; 1 took W1 / W2 / W1r 0.075 /
 # 0.105 / 0.095 ms against 0.068 / 0.093 / 0.090, 128 threads 0.071 / 0.092 / 0.095).
 _BLOCK_X = 64
@@ -516,7 +516,7 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         sd = [f32(1.0 / v) for v in std + (1.0,) * (4 - c)]
         p = [f32(v) for v in pad + (0.0,) * (4 - c)]
         fn = _kernels.get_function("preprocess.cu", _expr(interpolation, in_dtype, out_dtype, c,
-                                                          dense, not uniform))
+                                                          dense, not uniform, layout == "NHWC"))
         rows = _ROWS_PER_BLOCK
         launch_3d(fn, n, (H + rows - 1) // rows, (W + _X_PER_THREAD - 1) // _X_PER_THREAD,
                   tables + (dst, i32(H), i32(W), i64(d_n), i64(d_y), i64(d_x), i64(d_c),

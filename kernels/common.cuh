@@ -158,16 +158,33 @@ __device__ __forceinline__ void store_pair(unsigned char* q, float a, float b) {
 }
 
 // store_normalized for a thread's PX adjacent pixels (the first `count` of them real; v[p]
-// pixel p, q the first one's channel 0). Two pixels whose channels are planes (d_x == 1),
-// with each plane's pair aligned, go as one store per plane; others element by element.
-template <typename TOut, int CN, int PX>
+// pixel p, q the first one's channel 0). Two pixels go as pairs of elements, one store each
+// (store_pair), where q is aligned to a pair: with planar channels (d_x == 1, an even
+// plane stride), one pair per plane; with interleaved channels (INTERLEAVED, for NHWC
+// outputs: d_c == 1 and d_x == CN), the two pixels' 2 * CN adjacent elements as CN pairs.
+// Others element by element. INTERLEAVED is a template parameter so that the planar
+// variants' code stays as it is (a run-time choice between the two cost W1 4% and W1a 9%).
+template <typename TOut, int CN, int PX, bool INTERLEAVED>
 __device__ __forceinline__ void store_normalized_px(TOut* q, int count, i64 d_x, i64 d_c,
                                                     const float (&v)[PX][CN], bool swap_rb,
                                                     float scale, const float* mean,
                                                     const float* inv_std) {
-    if constexpr (PX == 2) {
-        if (count == 2 && d_x == 1 && (d_c & 1) == 0 &&
-            ((unsigned long long)q & (2 * sizeof(TOut) - 1)) == 0) {
+    constexpr unsigned long long pair_mask = 2 * sizeof(TOut) - 1;
+    if constexpr (PX == 2 && INTERLEAVED) {
+        if (count == 2 && d_c == 1 && d_x == CN && ((unsigned long long)q & pair_mask) == 0) {
+            float e[2 * CN];  // memory order: pixel 0's channels, then pixel 1's
+#pragma unroll
+            for (int p = 0; p < 2; ++p)
+#pragma unroll
+                for (int c = 0; c < CN; ++c)
+                    e[p * CN + c] = normalized(v[p][source_channel<CN>(c, swap_rb)], scale,
+                                               mean[c], inv_std[c]);
+#pragma unroll
+            for (int k = 0; k < CN; ++k) store_pair(q + 2 * k, e[2 * k], e[2 * k + 1]);
+            return;
+        }
+    } else if constexpr (PX == 2) {
+        if (count == 2 && d_x == 1 && (d_c & 1) == 0 && ((unsigned long long)q & pair_mask) == 0) {
 #pragma unroll
             for (int c = 0; c < CN; ++c) {
                 const int k = source_channel<CN>(c, swap_rb);

@@ -2,7 +2,7 @@
 // (letterbox, crop) + channel order + (x * scale - mean) * (1 / std) + layout + dtype, one
 // launch for a whole batch.
 //
-// cupyprep_preprocess_<interpolation><TIn, TOut, CN, DENSE, RAGGED, XPT>
+// cupyprep_preprocess_<interpolation><TIn, TOut, CN, DENSE, RAGGED, NHWC, XPT>
 //
 // Each image n is resized to (nh, nw) and placed with its top-left corner at
 // (off_y, off_x) on the (H, W) output canvas (negative offsets crop); canvas pixels that
@@ -18,6 +18,8 @@
 // plans[4n ..] = {nh, nw, off_y, off_x}: up to cp::kImagesByValue of each by value
 // (`small`, `small_plans`), or, where `table` is not NULL, N records followed by N plans
 // there. The resize step 1 / (nh / h0) is worked out here in double, as the host does it.
+// NHWC: the output's channels are interleaved (its layout "NHWC"; the strides d_* are
+// honored either way, and only the form of the stores depends on it: store_normalized_px).
 #include "sampling.cuh"
 
 // BY_VALUE(type): how the records by value are declared (the kernel's own parameters,
@@ -197,7 +199,8 @@ __device__ __forceinline__ void fill_pad(float (&v)[CN], const float (&pad)[4]) 
 // exact factor, as 1080 to 360) is not read, since it adds exactly 0. Other threads,
 // types and interpolations take linear_blend / sample_* element by element. Both give
 // linear_blend's bits.
-template <typename TIn, typename TOut, int CN, bool DENSE, bool RAGGED, int INTERP, int XPT>
+template <typename TIn, typename TOut, int CN, bool DENSE, bool RAGGED, bool NHWC, int INTERP,
+          int XPT>
 __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS(CUPYPREP_REFERENCE)) {
     constexpr bool FAST = sizeof(TIn) == 1 && DENSE && INTERP == cp::INTERP_LINEAR;
     __shared__ cp::Taps staged[kStagedRows];
@@ -288,8 +291,8 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS(CUPYP
 #pragma unroll
                                 for (int j = 0; j < XPT; ++j) fill_pad<CN>(v[j], pad);
                             }
-                            cp::store_normalized_px<TOut, CN, XPT>(q, XPT, d_x, d_c, v, swap_rb,
-                                                                   scale, mean, inv_std);
+                            cp::store_normalized_px<TOut, CN, XPT, NHWC>(
+                                q, XPT, d_x, d_c, v, swap_rb, scale, mean, inv_std);
                         }
                         continue;
                     }
@@ -316,8 +319,8 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS(CUPYP
                                 fill_pad<CN>(v[j], pad);
                             }
                         }
-                        cp::store_normalized_px<TOut, CN, XPT>(q, count, d_x, d_c, v, swap_rb,
-                                                               scale, mean, inv_std);
+                        cp::store_normalized_px<TOut, CN, XPT, NHWC>(
+                            q, count, d_x, d_c, v, swap_rb, scale, mean, inv_std);
                     }
                 }
                 if (taps) __syncthreads();  // before the next rows' taps replace these
@@ -327,10 +330,12 @@ __device__ __forceinline__ void preprocess_body(CUPYPREP_PREPROCESS_PARAMS(CUPYP
 }
 
 #define CUPYPREP_PREPROCESS_KERNEL(NAME, INTERP)                                           \
-    template <typename TIn, typename TOut, int CN, bool DENSE, bool RAGGED, int XPT>      \
+    template <typename TIn, typename TOut, int CN, bool DENSE, bool RAGGED, bool NHWC,    \
+              int XPT>                                                                    \
     __global__ void cupyprep_preprocess_##NAME(                                           \
         CUPYPREP_PREPROCESS_PARAMS(CUPYPREP_GRID_CONSTANT)) {                             \
-        preprocess_body<TIn, TOut, CN, DENSE, RAGGED, INTERP, XPT>(CUPYPREP_PREPROCESS_ARGS); \
+        preprocess_body<TIn, TOut, CN, DENSE, RAGGED, NHWC, INTERP, XPT>(                 \
+            CUPYPREP_PREPROCESS_ARGS);                                                    \
     }
 
 CUPYPREP_PREPROCESS_KERNEL(nearest, cp::INTERP_NEAREST)

@@ -437,6 +437,35 @@ def test_kernel_linear_uint8_word_path(kernels, channels):
         check(kernels, batch, (9, 11), mode="letterbox", dtype="float16")
 
 
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_kernel_nhwc_pair_stores(kernels, channels):
+    """NHWC outputs: a thread's two adjacent pixels (2 * channels adjacent elements) go as
+    pairs of elements, one store each, where q is aligned to a pair; element by element
+    elsewhere (the rows of an odd-width canvas alternate for 1 and 3 channels, and so does
+    an output view one pixel in, whose first pixel is off the pair grid). Equal to the CPU
+    recipe in float32, float16 and uint8, through the uint8 word path (linear) and the
+    element path (nearest), stretched and letterboxed (pad pixels take the pairs too)."""
+    rng = np.random.default_rng(15)
+    images = [random_image(rng, s + (channels,), np.uint8) for s in [(30, 41), (17, 9), (1, 1)]]
+    norm = dict(mean=(0.485, 0.456, 0.406, 0.5)[:channels], std=(0.229, 0.224, 0.225, 0.25)[:channels])
+    for size in ((10, 12), (9, 11)):
+        for mode, interpolation in (("stretch", "linear"), ("letterbox", "linear"), ("stretch", "nearest")):
+            for dtype, kw in (("float32", norm), ("float16", norm), ("uint8", dict(scale=1.0))):
+                opts = dict(mode=mode, interpolation=interpolation, layout="NHWC", dtype=dtype, **kw)
+                check(kernels, images, size, **opts)
+                ref = reference(images, size, **opts)
+                wide = kernels.poisoned((ref.shape[0], ref.shape[1], ref.shape[2] + 1, channels), ref.dtype)
+                view = wide[:, :, 1:]
+                batch, _ = cupyprep.preprocess([kernels.put(i) for i in images], size, out=view, **opts)
+                assert batch is view
+                got = kernels.get(wide)
+                np.testing.assert_array_equal(got[:, :, 1:], ref)
+                if dtype == "uint8":
+                    assert (got[:, :, 0] == np.iinfo(np.uint8).max // 3 + 7).all()
+                else:
+                    assert np.isnan(got[:, :, 0]).all()
+
+
 @pytest.mark.parametrize("in_dtype", [np.uint16, np.float16, np.float32])
 def test_kernel_input_dtypes(kernels, in_dtype):
     rng = np.random.default_rng(4)
