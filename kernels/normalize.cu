@@ -29,3 +29,31 @@ __global__ void cupyprep_normalize(const TIn* __restrict__ src, TOut* __restrict
         cp::store_normalized<TOut, CN>(q, d_c, v, SWAP_RB, scale, mean, inv_std);
     }
 }
+
+// cupyprep_normalize_dense<TIn, TOut, CN, SWAP_RB>: the same arithmetic where every image's
+// pixels are contiguous (s_c = 1, s_x = CN, s_y = w * CN), into planes whose pixels are
+// contiguous (d_x = 1, d_y = w; for CN = 1 also an NHWC output), fewer than 2^31 elements
+// an image. A thread takes pixels of one image (blockIdx.z) by their index there, neighbors
+// in neighboring lanes, so a warp's loads and each plane's stores are contiguous runs, with
+// no per-pixel division by the width (which the pixel kernel's strides need).
+template <typename TIn, typename TOut, int CN, bool SWAP_RB>
+__global__ void cupyprep_normalize_dense(const TIn* __restrict__ src, TOut* __restrict__ dst,
+                                         int hw, int n_images, cp::i64 s_n, cp::i64 d_n,
+                                         cp::i64 d_c, float scale, float m0, float m1,
+                                         float m2, float m3, float sd0, float sd1, float sd2,
+                                         float sd3) {
+    const float mean[4] = {m0, m1, m2, m3};
+    const float inv_std[4] = {sd0, sd1, sd2, sd3};
+    const int stride = blockDim.x * gridDim.x;
+    for (int n = blockIdx.z; n < n_images; n += gridDim.z) {
+        const TIn* in = src + n * s_n;
+        TOut* out = dst + n * d_n;
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < hw; i += stride) {
+#pragma unroll
+            for (int c = 0; c < CN; ++c)
+                out[c * d_c + i] = cp::from_float<TOut>(cp::normalized(
+                    cp::to_float(in[i * CN + cp::source_channel<CN>(c, SWAP_RB)]), scale,
+                    mean[c], inv_std[c]));
+        }
+    }
+}

@@ -119,6 +119,22 @@ def poisoned_outputs(monkeypatch):
 
 
 @pytest.fixture
+def launched(monkeypatch):
+    """The (file, kernel name expression) pairs fetched for launch during the test."""
+    from cupyprep import _kernels
+
+    seen = []
+    get_function = _kernels.get_function
+
+    def spy(filename, expr):
+        seen.append((filename, expr))
+        return get_function(filename, expr)
+
+    monkeypatch.setattr(_kernels, "get_function", spy)
+    return seen
+
+
+@pytest.fixture
 def torch_cuda():
     """torch with CUDA (the test is skipped without it)."""
     torch = pytest.importorskip("torch")

@@ -141,6 +141,65 @@ def test_kernel_shapes_and_views(kernels):
     np.testing.assert_array_equal(kernels.get(got), ref)
 
 
+@pytest.mark.parametrize("in_dtype", IN_DTYPES)
+@pytest.mark.parametrize("out_dtype", OUT_DTYPES)
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+def test_kernel_dense_and_pixel_paths(kernels, launched, in_dtype, out_dtype, channels):
+    """Images whose pixels are contiguous, into planes whose pixels are contiguous (NCHW,
+    or NHWC of one channel): the dense kernel (cupyprep_normalize_dense: pixels indexed
+    within their image), for batches, single images, a batch's last images and an image
+    starting one element into its buffer. Otherwise (NHWC of more channels; every other
+    column; the channels reversed in place; an output with a gap after each row, NCHW, or
+    pixel, NHWC): the pixel kernel. Both with the CPU backend's bits."""
+    rng = np.random.default_rng(20 + channels)
+    mean = tuple(rng.uniform(-0.5, 0.5, channels))
+    std = tuple(rng.uniform(0.2, 2.0, channels))
+    scale = 1 / 255 if out_dtype != "uint8" else 40.0
+    swap = channels >= 3
+    osz = np.dtype(out_dtype).itemsize
+
+    def kinds():
+        got = {e.split("<")[0] for f, e in launched if f == "normalize.cu"}
+        launched.clear()
+        return got
+
+    def same(arg, img, layout):
+        ref = cpu.normalize(img, mean, std, scale, swap, layout.endswith("HWC"), out_dtype)
+        got = cupyprep.normalize(arg, mean, std, scale=scale, swap_rb=swap, layout=layout,
+                                 dtype=out_dtype)
+        np.testing.assert_array_equal(kernels.get(got), ref)
+
+    dense, pixels = {"cupyprep_normalize_dense"}, {"cupyprep_normalize"}
+    batch = random_image(rng, (3, 5, 7, channels), in_dtype)
+    flat = np.zeros(1 + batch[0].size, in_dtype)
+    flat[1:] = batch[0].ravel()
+    for layout in ("NCHW", "NHWC"):
+        fits = dense if layout == "NCHW" or channels == 1 else pixels
+        check_kernel(kernels, batch, mean, std, scale, swap, layout, out_dtype)
+        assert kinds() == fits
+        check_kernel(kernels, batch[0], mean, std, scale, swap, layout[1:], out_dtype)
+        assert kinds() == fits
+        same(kernels.put(batch)[1:], batch[1:], layout)
+        assert kinds() == fits
+        same(kernels.put(flat)[1:].reshape(batch[0].shape), batch[0], layout[1:])
+        assert kinds() == fits
+        same(kernels.put(batch)[:, :, ::2], batch[:, :, ::2], layout)
+        assert kinds() == pixels
+        if channels > 1:
+            same(kernels.put(batch)[..., ::-1], batch[..., ::-1], layout)
+            assert kinds() == pixels
+        ref = cpu.normalize(batch, mean, std, scale, swap, layout == "NHWC", out_dtype)
+        wide = kernels.poisoned(ref.shape[:-1] + (ref.shape[-1] + 16 // osz,), out_dtype)
+        view = wide[..., :ref.shape[-1]]
+        res = cupyprep.normalize(kernels.put(batch), mean, std, scale=scale, swap_rb=swap,
+                                 layout=layout, dtype=out_dtype, out=view)
+        assert res is view and kinds() == pixels
+        got = kernels.get(wide)
+        np.testing.assert_array_equal(got[..., :ref.shape[-1]], ref)
+        gap = got[..., ref.shape[-1]:]
+        np.testing.assert_array_equal(gap, kernels.get(kernels.poisoned(gap.shape, out_dtype)))
+
+
 @pytest.mark.gpu
 def test_gpu_torch_in_and_out(torch_cuda):
     torch = torch_cuda

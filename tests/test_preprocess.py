@@ -319,20 +319,6 @@ def test_kernel_area_dtypes_and_channels(kernels):
     check(kernels, np.zeros((0, 27, 35, 3), np.uint8), (20, 20), interpolation="area")
 
 
-@pytest.fixture
-def launched(monkeypatch):
-    """The (file, kernel name expression) pairs fetched for launch during the test."""
-    seen = []
-    get_function = cupyprep._kernels.get_function
-
-    def spy(filename, expr):
-        seen.append((filename, expr))
-        return get_function(filename, expr)
-
-    monkeypatch.setattr(cupyprep._kernels, "get_function", spy)
-    return seen
-
-
 def whole_factor_images(rng, dtype, channels):
     """Images that shrink by whole factors 1 to 5 on both axes to 16 x 21 (the letterbox of
     a 16 x 32 canvas, a center crop with resize_size 16, a 16 x 21 stretch), as a list with
