@@ -49,11 +49,12 @@ def _dense(geo, dgeo, channels_last_out):
     """Whether cupyprep_normalize_dense can make the call (normalize.cu says when): every
     image's pixels contiguous, into contiguous planes (an NHWC output of more than one
     channel takes the pixel kernel: the dense kernel's element-wise form of it measured
-    slower for float16), fewer than 2^31 elements an image."""
+    slower for float16), fewer than 2^30 elements an image (so that its int32 pixel index
+    plus the grid's stride stays below 2^31)."""
     c, w = geo.c, geo.w
     _, s_c, s_y, s_x = geo.strides
     _, _, d_y, d_x = dgeo.strides
-    if geo.h * w * c >= 2**31 or s_x != c or s_y != w * c or (c > 1 and s_c != 1):
+    if geo.h * w * c >= 2**30 or s_x != c or s_y != w * c or (c > 1 and s_c != 1):
         return False
     return (c == 1 or not channels_last_out) and d_x == 1 and d_y == w
 

@@ -32,8 +32,8 @@ __global__ void cupyprep_normalize(const TIn* __restrict__ src, TOut* __restrict
 
 // cupyprep_normalize_dense<TIn, TOut, CN, SWAP_RB>: the same arithmetic where every image's
 // pixels are contiguous (s_c = 1, s_x = CN, s_y = w * CN), into planes whose pixels are
-// contiguous (d_x = 1, d_y = w; for CN = 1 also an NHWC output), fewer than 2^31 elements
-// an image. A thread takes pixels of one image (blockIdx.z) by their index there, neighbors
+// contiguous (d_x = 1, d_y = w; for CN = 1 also an NHWC output), fewer than 2^30 elements
+// an image (a pixel index plus the grid's stride stays in int32). A thread takes pixels of one image (blockIdx.z) by their index there, neighbors
 // in neighboring lanes, so a warp's loads and each plane's stores are contiguous runs, with
 // no per-pixel division by the width (which the pixel kernel's strides need).
 template <typename TIn, typename TOut, int CN, bool SWAP_RB>

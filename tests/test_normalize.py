@@ -2,6 +2,8 @@
 backend (the same float32 operation order, so equal bits)."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -198,6 +200,23 @@ def test_kernel_dense_and_pixel_paths(kernels, launched, in_dtype, out_dtype, ch
         np.testing.assert_array_equal(got[..., :ref.shape[-1]], ref)
         gap = got[..., ref.shape[-1]:]
         np.testing.assert_array_equal(gap, kernels.get(kernels.poisoned(gap.shape, out_dtype)))
+
+
+def test_dense_kernel_takes_images_under_2_to_the_30_elements():
+    """The dense kernel indexes an image's pixels in int32 and adds the grid's stride:
+    images of 2^30 elements or more take the pixel kernel."""
+    from cupyprep._validate import ImageGeometry
+
+    dense = sys.modules["cupyprep.normalize"]._dense  # the module (cupyprep.normalize is the op)
+
+    def fits(h, w, c):
+        geo = ImageGeometry(2, c, h, w, (h * w * c, 1, w * c, c), True, True, True)
+        out = ImageGeometry(2, c, h, w, (h * w * c, h * w, w, 1), True, True, False)
+        return dense(geo, out, False)
+
+    assert fits(1 << 14, 1 << 14, 3)  # 0.75 * 2^30 elements
+    assert not fits(1 << 14, 1 << 14, 4)  # 2^30
+    assert fits(1 << 14, (1 << 16) - 1, 1)
 
 
 @pytest.mark.gpu
