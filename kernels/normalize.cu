@@ -30,13 +30,14 @@ __global__ void cupyprep_normalize(const TIn* __restrict__ src, TOut* __restrict
     }
 }
 
-// cupyprep_normalize_dense<TIn, TOut, CN, SWAP_RB>: the same arithmetic where every image's
-// pixels are contiguous (s_c = 1, s_x = CN, s_y = w * CN), into planes whose pixels are
-// contiguous (d_x = 1, d_y = w; for CN = 1 also an NHWC output), fewer than 2^30 elements
-// an image (a pixel index plus the grid's stride stays in int32). A thread takes pixels of one image (blockIdx.z) by their index there, neighbors
-// in neighboring lanes, so a warp's loads and each plane's stores are contiguous runs, with
-// no per-pixel division by the width (which the pixel kernel's strides need).
-template <typename TIn, typename TOut, int CN, bool SWAP_RB>
+// cupyprep_normalize_dense<TIn, TOut, CN, SWAP_RB, NHWC>: the same arithmetic where every
+// image's pixels are contiguous (s_c = 1, s_x = CN, s_y = w * CN) and so are the output's
+// (planes: d_x = 1, d_y = w; NHWC: d_c = 1, d_x = CN, d_y = w * CN), fewer than 2^30
+// elements an image (a pixel index plus the grid's stride stays in int32). A thread takes
+// pixels of one image (blockIdx.z) by their index there, neighbors in neighboring lanes, so
+// a warp's loads and each plane's stores are contiguous runs, with no per-pixel division by
+// the width (which the pixel kernel's strides need).
+template <typename TIn, typename TOut, int CN, bool SWAP_RB, bool NHWC>
 __global__ void cupyprep_normalize_dense(const TIn* __restrict__ src, TOut* __restrict__ dst,
                                          int hw, int n_images, cp::i64 s_n, cp::i64 d_n,
                                          cp::i64 d_c, float scale, float m0, float m1,
@@ -51,7 +52,7 @@ __global__ void cupyprep_normalize_dense(const TIn* __restrict__ src, TOut* __re
         for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < hw; i += stride) {
 #pragma unroll
             for (int c = 0; c < CN; ++c)
-                out[c * d_c + i] = cp::from_float<TOut>(cp::normalized(
+                out[NHWC ? i * CN + c : c * d_c + i] = cp::from_float<TOut>(cp::normalized(
                     cp::to_float(in[i * CN + cp::source_channel<CN>(c, SWAP_RB)]), scale,
                     mean[c], inv_std[c]));
         }
