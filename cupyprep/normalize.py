@@ -15,17 +15,13 @@ NORMALIZE_IN_DTYPES = (np.uint8, np.uint16, np.float16, np.float32)
 NORMALIZE_OUT_DTYPES = ("float32", "float16", "uint8")
 
 
-def _expr(in_dtype, out_dtype, cn, swap_rb):
-    return (
-        f"cupyprep_normalize<{C_TYPES[np.dtype(in_dtype)]}, {C_TYPES[np.dtype(out_dtype)]}, "
-        f"{cn}, {'true' if swap_rb else 'false'}>"
-    )
-
-
-def _dense_expr(in_dtype, out_dtype, cn, swap_rb, nhwc):
-    plain = _expr(in_dtype, out_dtype, cn, swap_rb)
-    return (plain.replace("cupyprep_normalize<", "cupyprep_normalize_dense<")[:-1]
-            + f", {'true' if nhwc else 'false'}>")
+def _expr(in_dtype, out_dtype, cn, swap_rb, nhwc=None):
+    """The pixel kernel's name expression; with ``nhwc`` given, the dense kernel's."""
+    args = [C_TYPES[np.dtype(in_dtype)], C_TYPES[np.dtype(out_dtype)], str(cn),
+            "true" if swap_rb else "false"]
+    if nhwc is None:
+        return f"cupyprep_normalize<{', '.join(args)}>"
+    return f"cupyprep_normalize_dense<{', '.join(args)}, {'true' if nhwc else 'false'}>"
 
 
 def _variants():
@@ -36,7 +32,7 @@ def _variants():
         for cn in (1, 2, 3, 4)
         for swap in ((False, True) if cn >= 3 else (False,))
     ]
-    return [_expr(*k) for k in combos] + [_dense_expr(*k, nhwc) for k in combos
+    return [_expr(*k) for k in combos] + [_expr(*k, nhwc) for k in combos
                                           for nhwc in (False, True)]
 
 
@@ -134,9 +130,8 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
         m = [f32(v) for v in mean + (0.0,) * (4 - geo.c)]
         sd = [f32(1.0 / v) for v in std + (1.0,) * (4 - geo.c)]
         if _dense(geo, dgeo, channels_last_out, out_dtype):
-            fn = _kernels.get_function("normalize.cu",
-                                       _dense_expr(in_dtype, out_dtype, geo.c, swap,
-                                                   channels_last_out))
+            fn = _kernels.get_function(
+                "normalize.cu", _expr(in_dtype, out_dtype, geo.c, swap, channels_last_out))
             hw = geo.h * geo.w
             blocks = -(-hw // (_DENSE_BLOCK * _DENSE_ITEMS))
             fn((blocks, 1, min(geo.n, 65535)), (_DENSE_BLOCK, 1, 1), (
