@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _arrays, _kernels, _validate, cpu
-from .geometry import C_TYPES, launch_1d
+from .geometry import C_TYPES, launch_1d, launch_3d
 
 __all__ = ["normalize", "IMAGENET_MEAN", "IMAGENET_STD"]
 
@@ -133,10 +133,9 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
             fn = _kernels.get_function(
                 "normalize.cu", _expr(in_dtype, out_dtype, geo.c, swap, channels_last_out))
             hw = geo.h * geo.w
-            blocks = -(-hw // (_DENSE_BLOCK * _DENSE_ITEMS))
-            fn((blocks, 1, min(geo.n, 65535)), (_DENSE_BLOCK, 1, 1), (
+            launch_3d(fn, geo.n, 1, -(-hw // _DENSE_ITEMS), (
                 arr, dst, i32(hw), i32(geo.n), i64(s_n), i64(d_n), i64(d_c), f32(scale), *m, *sd,
-            ))
+            ), block_x=_DENSE_BLOCK)
         else:
             total = geo.n * geo.h * geo.w
             fn = _kernels.get_function("normalize.cu", _expr(in_dtype, out_dtype, geo.c, swap))
