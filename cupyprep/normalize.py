@@ -43,20 +43,17 @@ _DENSE_BLOCK = 256
 _DENSE_ITEMS = 4
 
 
-def _dense(geo, dgeo, channels_last_out, out_dtype):
+def _dense(geo, dgeo, channels_last_out):
     """Whether cupyprep_normalize_dense makes the call (normalize.cu says when it can):
     every image's pixels contiguous, and the output's, fewer than 2^30 elements an image (so
-    that its int32 pixel index plus the grid's stride stays below 2^31); except NHWC
-    float32 of 4 channels, where the pixel kernel measured faster (16 x 512^2 x 4 uint8:
-    0.038 against 0.042 ms)."""
+    that its int32 pixel index plus the grid's stride stays below 2^31)."""
     c, w = geo.c, geo.w
     _, s_c, s_y, s_x = geo.strides
     _, d_c, d_y, d_x = dgeo.strides
     if geo.h * w * c >= 2**30 or s_x != c or s_y != w * c or (c > 1 and s_c != 1):
         return False
     if channels_last_out:
-        return (d_x == c and d_y == w * c and (c == 1 or d_c == 1)
-                and not (c == 4 and out_dtype == np.float32))
+        return d_x == c and d_y == w * c and (c == 1 or d_c == 1)
     return d_x == 1 and d_y == w
 
 
@@ -129,7 +126,7 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
         f32, i64, i32 = np.float32, np.int64, np.int32
         m = [f32(v) for v in mean + (0.0,) * (4 - geo.c)]
         sd = [f32(1.0 / v) for v in std + (1.0,) * (4 - geo.c)]
-        if _dense(geo, dgeo, channels_last_out, out_dtype):
+        if _dense(geo, dgeo, channels_last_out):
             fn = _kernels.get_function(
                 "normalize.cu", _expr(in_dtype, out_dtype, geo.c, swap, channels_last_out))
             hw = geo.h * geo.w

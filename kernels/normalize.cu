@@ -36,7 +36,8 @@ __global__ void cupyprep_normalize(const TIn* __restrict__ src, TOut* __restrict
 // elements an image (a pixel index plus the grid's stride stays in int32). A thread takes
 // pixels of one image (blockIdx.z) by their index there, neighbors in neighboring lanes, so
 // a warp's loads and each plane's stores are contiguous runs, with no per-pixel division by
-// the width (which the pixel kernel's strides need).
+// the width (which the pixel kernel's strides need). An NHWC pixel that cp::pixel_store
+// takes goes as one store where the image's output is aligned to the pixel's size.
 template <typename TIn, typename TOut, int CN, bool SWAP_RB, bool NHWC>
 __global__ void cupyprep_normalize_dense(const TIn* __restrict__ src, TOut* __restrict__ dst,
                                          int hw, int n_images, cp::i64 s_n, cp::i64 d_n,
@@ -49,12 +50,24 @@ __global__ void cupyprep_normalize_dense(const TIn* __restrict__ src, TOut* __re
     for (int n = blockIdx.z; n < n_images; n += gridDim.z) {
         const TIn* in = src + n * s_n;
         TOut* out = dst + n * d_n;
+        const bool whole = ((unsigned long long)out & (CN * sizeof(TOut) - 1)) == 0;
         for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < hw; i += stride) {
+            if constexpr (NHWC && cp::pixel_store<TOut, CN>::value) {
+                if (whole) {
+                    float e[CN];
+#pragma unroll
+                    for (int c = 0; c < CN; ++c)
+                        e[c] = cp::normalized_channel<CN>(cp::source_pixel<TIn>{in, i * CN}, c,
+                                                          SWAP_RB, scale, mean, inv_std);
+                    cp::store_pixel<TOut, CN>(out + i * CN, e);
+                    continue;
+                }
+            }
 #pragma unroll
             for (int c = 0; c < CN; ++c)
-                out[NHWC ? i * CN + c : c * d_c + i] = cp::from_float<TOut>(cp::normalized(
-                    cp::to_float(in[i * CN + cp::source_channel<CN>(c, SWAP_RB)]), scale,
-                    mean[c], inv_std[c]));
+                out[NHWC ? i * CN + c : c * d_c + i] =
+                    cp::from_float<TOut>(cp::normalized_channel<CN>(
+                        cp::source_pixel<TIn>{in, i * CN}, c, SWAP_RB, scale, mean, inv_std));
         }
     }
 }

@@ -149,10 +149,12 @@ def test_kernel_shapes_and_views(kernels):
 def test_kernel_dense_and_pixel_paths(kernels, launched, in_dtype, out_dtype, channels):
     """Images whose pixels are contiguous, into an output whose pixels are contiguous: the
     dense kernel (cupyprep_normalize_dense: pixels indexed within their image), in both
-    layouts (but NHWC float32 of 4 channels), for batches, single images, a batch's last
-    images and an image starting one element into its buffer. Otherwise (every other
-    column; the channels reversed in place; an output with a gap after each row, NCHW, or
-    pixel, NHWC): the pixel kernel. Both with the CPU backend's bits."""
+    layouts, for batches, single images, a batch's last images, an image starting one
+    element into its buffer and an output starting one element into its buffer (NHWC
+    pixels of 2 and 4 channels: one store each where aligned, element by element there).
+    Otherwise (every other column; the channels reversed in place; an output with a gap
+    after each row, NCHW, or pixel, NHWC): the pixel kernel. Both with the CPU backend's
+    bits."""
     rng = np.random.default_rng(20 + channels)
     mean = tuple(rng.uniform(-0.5, 0.5, channels))
     std = tuple(rng.uniform(0.2, 2.0, channels))
@@ -176,9 +178,7 @@ def test_kernel_dense_and_pixel_paths(kernels, launched, in_dtype, out_dtype, ch
     flat = np.zeros(1 + batch[0].size, in_dtype)
     flat[1:] = batch[0].ravel()
     for layout in ("NCHW", "NHWC"):
-        # NHWC float32 of 4 channels: the pixel kernel measured faster
-        slow = layout == "NHWC" and channels == 4 and out_dtype == "float32"
-        dense = pixels if slow else {"cupyprep_normalize_dense"}
+        dense = {"cupyprep_normalize_dense"}
         check_kernel(kernels, batch, mean, std, scale, swap, layout, out_dtype)
         assert kinds() == dense
         check_kernel(kernels, batch[0], mean, std, scale, swap, layout[1:], out_dtype)
@@ -202,6 +202,16 @@ def test_kernel_dense_and_pixel_paths(kernels, launched, in_dtype, out_dtype, ch
         np.testing.assert_array_equal(got[..., :ref.shape[-1]], ref)
         gap = got[..., ref.shape[-1]:]
         np.testing.assert_array_equal(gap, kernels.get(kernels.poisoned(gap.shape, out_dtype)))
+        # an output one element into its buffer: NHWC pixels of 2 or 4 channels are then
+        # not aligned to their size and go element by element (one store each otherwise)
+        buf = kernels.poisoned((1 + ref.size,), out_dtype)
+        view = buf[1:].reshape(ref.shape)
+        res = cupyprep.normalize(kernels.put(batch), mean, std, scale=scale, swap_rb=swap,
+                                 layout=layout, dtype=out_dtype, out=view)
+        assert res is view and kinds() == dense
+        got = kernels.get(buf)
+        np.testing.assert_array_equal(got[1:].reshape(ref.shape), ref)
+        np.testing.assert_array_equal(got[:1], kernels.get(kernels.poisoned((1,), out_dtype)))
 
 
 def test_dense_kernel_takes_images_under_2_to_the_30_elements():
@@ -214,7 +224,7 @@ def test_dense_kernel_takes_images_under_2_to_the_30_elements():
     def fits(h, w, c):
         geo = ImageGeometry(2, c, h, w, (h * w * c, 1, w * c, c), True, True, True)
         out = ImageGeometry(2, c, h, w, (h * w * c, h * w, w, 1), True, True, False)
-        return dense(geo, out, False, np.dtype(np.float32))
+        return dense(geo, out, False)
 
     assert fits(1 << 14, 1 << 14, 3)  # 0.75 * 2^30 elements
     assert not fits(1 << 14, 1 << 14, 4)  # 2^30
