@@ -189,7 +189,7 @@ def _capturing():
     return cupy.cuda.get_current_stream().is_capturing()
 
 
-def upload(xp, a, what, hint, dtype=None):
+def upload(xp, a, what, hint, dtype=None, *, in_graph=True):
     """``a`` on the current device as a ``xp`` array of ``dtype``: host data copied there,
     an ``xp`` array (already on the device) as it is, or converted there; NumPy under the
     kernel emulator, as it is. The copy goes through CuPy, which stages it through
@@ -198,13 +198,53 @@ def upload(xp, a, what, hint, dtype=None):
     stream to drain.
 
     A CUDA graph cannot capture a copy from pageable host memory (the capture is
-    invalidated, and torch reports that at its end without naming the cause): under
-    capture this raises a ``ValueError`` instead, "``what`` is copied from host memory ...;
-    ``hint``", ``what`` naming the argument the data come from."""
+    invalidated, and torch reports that at its end without naming the cause). Under
+    capture, inside an op's launch context (whose allocations the graph keeps), host data
+    of up to :data:`_PUT_MAX_BYTES` go into the graph as the parameters of kernel launches
+    that write it (:func:`_put_in_graph`): each replay writes the capture's values again.
+    Otherwise (larger data, ``in_graph=False``: a table that outlives the call) this
+    raises a ``ValueError``, "``what`` is copied from host memory ...; ``hint``", ``what``
+    naming the argument the data come from."""
     if xp is not np and not isinstance(a, xp.ndarray) and _capturing():
+        if in_graph and getattr(_local, "launch", None) is not None:
+            host = np.ascontiguousarray(np.asarray(a, dtype=dtype))
+            if host.dtype.kind in "biufc" and host.nbytes <= _PUT_MAX_BYTES:
+                return _put_in_graph(xp, host)
+            size = f" ({host.nbytes} bytes; a graph takes up to {_PUT_MAX_BYTES})"
+        else:
+            size = ""
         raise ValueError(f"{what} is copied from host memory to the device by this call, which "
-                         f"a CUDA graph cannot capture; {hint}")
+                         f"a CUDA graph cannot capture{size}; {hint}")
     return xp.asarray(a, dtype=dtype)
+
+
+# kernels/upload.cu: the 32-bit words one launch of cupyprep_put_words carries (kPutWords),
+# and the most host data a call puts into a graph that way (64 launches)
+_PUT_KERNEL = "cupyprep_put_words"
+_PUT_WORDS = 1000
+_PUT_MAX_BYTES = 64 * 4 * _PUT_WORDS
+_kernels.register_variants("upload", "upload.cu", lambda: [_PUT_KERNEL])
+
+
+def _put_in_graph(xp, host):
+    """The contiguous NumPy array ``host`` as a new ``xp`` array on the current device,
+    written by launches of cupyprep_put_words on the current stream, each carrying up to
+    :data:`_PUT_WORDS` words of it as a kernel parameter: a copy that a CUDA graph captures
+    (as kernel nodes with the values in them) and needs no host memory to replay."""
+    n = host.nbytes
+    words = -(-n // 4)
+    buf = xp.empty(words, np.uint32)  # whole words: the last one's padding stays inside
+    if words:
+        padded = np.zeros(words * 4, np.uint8)
+        padded[:n] = host.reshape(-1).view(np.uint8)
+        padded = padded.view(np.uint32)
+        fn = _kernels.get_function("upload.cu", _PUT_KERNEL)
+        block = 256
+        for start in range(0, words, _PUT_WORDS):
+            chunk = padded[start:start + _PUT_WORDS]
+            fn((-(-chunk.size // block),), (block,),
+               (buf[start:], _kernels.by_value(chunk, np.uint32, _PUT_WORDS), np.int32(chunk.size)))
+    return buf.view(np.uint8)[:n].view(host.dtype).reshape(host.shape)
 
 
 class _Constant:
@@ -237,7 +277,8 @@ def device_constant(xp, key, make, what, hint):
     synchronized and those tables dropped, so no queued kernel still reads a table whose
     memory is handed out again; a table read by a captured call is never dropped, since
     the graph's replays read it at any later time. (A first call under capture uploads,
-    so :func:`upload` refuses it: nothing is dropped during a capture.)"""
+    and :func:`upload` refuses it: the table would be allocated for the graph, which may
+    be gone while the cache still holds it; nothing is dropped during a capture.)"""
     global _constants_limit
     if xp is np:
         return make()
@@ -248,8 +289,8 @@ def device_constant(xp, key, make, what, hint):
     entry = _constants.get(full_key)
     if entry is None:
         host = make()
-        table = (tuple(upload(xp, a, what, hint) for a in host) if isinstance(host, tuple)
-                 else upload(xp, host, what, hint))
+        table = (tuple(upload(xp, a, what, hint, in_graph=False) for a in host)
+                 if isinstance(host, tuple) else upload(xp, host, what, hint, in_graph=False))
         event = cupy.cuda.Event(block=False, disable_timing=True)
         event.record(stream)
         with _constants_lock:

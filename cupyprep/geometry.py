@@ -826,8 +826,9 @@ def warp_affine(img, M, size, *, interpolation="linear", border_mode="constant",
     img : array (numpy, cupy or torch) or list of arrays
         ``HW``, ``HWC`` or a batch ``NHWC``; or a list of ``HW`` / ``HWC`` images of
         different sizes (one launch over the whole list; the output is one ``NHWC``
-        batch; up to 64 images go to the kernel by value, so a CUDA graph can capture the
-        call). uint8, uint16, float16 or float32; 1 to 4 channels.
+        batch; up to 64 images go to the kernel by value, a longer list's table is copied
+        per call, into a CUDA graph as kernel parameters under capture). uint8, uint16,
+        float16 or float32; 1 to 4 channels.
     M : array
         (2, 3), one matrix for every image, or (N, 2, 3), one per image; numpy, or on
         the images' device.

@@ -154,8 +154,9 @@ class PreprocessMeta:
         On the GPU this is one kernel launch that waits for nothing: a device
         ``image_index`` is read where it is (a row whose index is outside [0, N) comes out
         NaN; a host one is checked and refused), and the geometry of up to 64 images goes
-        to the kernel by value (a CUDA graph can capture the call; beyond 64 images, or
-        with a host ``image_index``, a table is copied per call).
+        to the kernel by value; beyond 64 images, or with a host ``image_index``, a table
+        is copied per call (under CUDA graph capture, into the graph as kernel
+        parameters: README's CUDA graphs section).
         """
         return self._map(coords, image_index, inverse=True, clip=clip)
 
@@ -372,8 +373,9 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     ----------
     images : NHWC array, HWC array, or list of HWC arrays (numpy, cupy or torch)
         Same-size images as one NHWC array, or images of different sizes as a list (one
-        launch over the whole ragged batch; up to 64 images go to the kernel by value, so a
-        CUDA graph can capture the call). uint8, uint16, float16 or float32; 1, 3 or 4
+        launch over the whole ragged batch; up to 64 images go to the kernel by value, a
+        longer list's table is copied per call, into a CUDA graph as kernel parameters
+        under capture). uint8, uint16, float16 or float32; 1, 3 or 4
         channels; every image of a list has the same dtype and channel count.
     size : (int, int)
         Output (height, width).

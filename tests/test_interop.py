@@ -2,6 +2,8 @@
 stream an op runs on (a test that fails when a wait is missing), one memory pool."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -328,11 +330,33 @@ def test_sync_free_ops_do_not_wait_for_the_gpu(case):
     assert busy, f"{name} waited for the GPU"
 
 
-# the sync-free calls that copy a table from host memory at every call (host priors), and
-# what their error under capture names
-_UPLOADS_PER_CALL = {"decode_boxes_host_priors": "priors"}
+def _host_table_cases():
+    """Calls that copy a table from host memory at every call (besides host priors, in
+    _SYNC_FREE): under capture the table goes into the graph as kernel parameters."""
+    rng = np.random.default_rng(10)
+    imgs = random_image(rng, (3, 40, 50, 3), np.uint8)
+    rot = cupyprep.get_rotation_matrix_2d((25.0, 20.0), 30.0, 0.9)
+    rots = cupyprep.get_rotation_matrix_2d(np.tile([25.0, 20.0], (3, 1)), np.array([10.0, -30.0, 75.0]), 0.9)
+    return [
+        ("warp_affine_host_matrices", (imgs,), lambda x: cupyprep.warp_affine(x, rots, (40, 50))),
+        ("transform_points_host_matrix", (rng.uniform(0, 50, (5, 2)),),
+         lambda p: cupyprep.transform_points(p, rot)),
+        ("meta_host_image_index", (rng.uniform(0, 64, (6, 4)),),
+         lambda c: _META.to_original(c, image_index=np.array([0, 1, 1, 0, 1, 0]))),
+        ("meta_of_many_images", (rng.uniform(0, 64, (65, 2, 4)),), lambda c: _MANY.to_original(c)),
+        # lists of more images than the kernels take by value
+        ("preprocess_list_of_65", (random_image(rng, (65, 12, 10, 3), np.uint8),),
+         lambda x: cupyprep.preprocess([x[i, :5 + i % 7] for i in range(65)], (16, 16))[0]),
+        ("warp_affine_list_of_65", (random_image(rng, (65, 12, 10, 3), np.uint8),),
+         lambda x: cupyprep.warp_affine([x[i, :5 + i % 7] for i in range(65)], rot, (8, 8))),
+    ]
+
+
+# a preprocessing of more images than boxes.cu takes by value
+_MANY = cupyprep.preprocess([np.zeros((9, 7 + i % 5, 3), np.uint8) for i in range(65)], (16, 16))[1]
+
 # random_affine without a generator makes one, which torch refuses under capture
-_CAPTURED = [c for c in _SYNC_FREE if c[0] not in _UPLOADS_PER_CALL and c[0] != "random_affine"]
+_CAPTURED = [c for c in _SYNC_FREE if c[0] != "random_affine"] + _host_table_cases()
 
 
 def _bystanders(stream):
@@ -425,23 +449,12 @@ def test_sync_free_ops_capture_in_a_cupy_graph(case):
 
 
 def _uncapturable_cases():
-    by_name = {name: (name, inputs, op) for name, inputs, op in _SYNC_FREE}
-    rng = np.random.default_rng(10)
-    imgs = random_image(rng, (3, 40, 50, 3), np.uint8)
-    rot = cupyprep.get_rotation_matrix_2d((25.0, 20.0), 30.0, 0.9)
-    return [by_name[name] + (what,) for name, what in _UPLOADS_PER_CALL.items()] + [
-        ("warp_affine_host_matrices", (imgs,),
-         lambda x: cupyprep.warp_affine(x, np.stack([rot] * 3), (40, 50)), r"M \(a batch of host matrices\)"),
-        ("transform_points_host_matrix", (rng.uniform(0, 50, (5, 2)),),
-         lambda p: cupyprep.transform_points(p, rot), "matrix"),
-        ("meta_host_image_index", (rng.uniform(0, 64, (6, 4)),),
-         lambda c: _META.to_original(c, image_index=np.array([0, 1, 1, 0, 1, 0])), "image_index"),
-        ("meta_of_many_images", (rng.uniform(0, 64, (65, 2, 4)),), lambda c: _MANY.to_original(c), "meta"),
-        # lists of more images than the kernels take by value
-        ("preprocess_list_of_65", (random_image(rng, (65, 12, 10, 3), np.uint8),),
-         lambda x: cupyprep.preprocess([x[i, :5 + i % 7] for i in range(65)], (16, 16))[0], r"images \(a list of more than 64 images\)"),
-        ("warp_affine_list_of_65", (random_image(rng, (65, 12, 10, 3), np.uint8),),
-         lambda x: cupyprep.warp_affine([x[i, :5 + i % 7] for i in range(65)], rot, (8, 8)), r"img \(a list of more than 64 images\)"),
+    """Calls that cannot be captured, and what their error under capture names: host data
+    larger than a graph takes as kernel parameters, and the reads back."""
+    many = np.tile(np.float32([[0.5, 0.5, 0.1, 0.2]]), (20000, 1))  # 320000 bytes
+    return [
+        ("decode_boxes_large_host_priors", (np.zeros((20000, 4), np.float32),),
+         lambda l: cupyprep.decode_boxes(l, many), r"priors .*\(320000 bytes; a graph takes up to 256000\)"),
     ] + _read_back_cases()
 
 
@@ -467,12 +480,8 @@ def _read_back_cases():
          lambda x, m: cupyprep.warp_perspective(x, m, (40, 50)), "the device matrices' singularity test"),
         ("align_faces_device_index", by_name["align_faces"][0], by_name["align_faces"][1], "image_index"),
         ("align_faces_host_index", by_name["align_faces"][0][:2],
-         lambda x, lm: cupyprep.align_faces(x, lm, [0, 2, 1, 2]), "template"),
+         lambda x, lm: cupyprep.align_faces(x, lm, [0, 2, 1, 2]), "landmarks: the fit's check"),
     ]
-
-
-# a preprocessing of more images than boxes.cu takes by value
-_MANY = cupyprep.preprocess([np.zeros((9, 7 + i % 5, 3), np.uint8) for i in range(65)], (16, 16))[1]
 
 
 _UNCAPTURABLE = _uncapturable_cases()
@@ -480,6 +489,24 @@ _UNCAPTURABLE = _uncapturable_cases()
 
 # a capture ended by an error before any work was queued is empty, and torch says so
 _EMPTY_GRAPH = pytest.mark.filterwarnings("ignore:The CUDA Graph is empty")
+
+
+@pytest.mark.parametrize("dtype, shape", [
+    (np.uint8, (0,)), (np.uint8, (1,)), (np.uint8, (7,)), (np.float64, (4, 2, 3)),
+    (np.int32, (1000,)), (np.float32, (1001,)), (np.int64, (3, 700)), (np.uint8, (12345,))])
+def test_host_data_put_by_kernel_parameters(kernels, dtype, shape):
+    """What ``upload`` does under capture: host data written by launches that carry it as
+    a kernel parameter (1000 words a launch, the last word padded), every byte of it, into
+    a new array of its shape and dtype (eagerly here, so the emulator runs it too)."""
+    host = np.random.default_rng(len(shape) + math.prod(shape)).integers(
+        0, 256, math.prod(shape) * np.dtype(dtype).itemsize, dtype=np.uint8).view(dtype).reshape(shape)
+    if kernels.name == "gpu":
+        import cupy as xp
+    else:
+        xp = np
+    got = _arrays._put_in_graph(xp, host)
+    assert got.shape == shape and got.dtype == dtype
+    np.testing.assert_array_equal(kernels.get(got).view(np.uint8), host.view(np.uint8))
 
 
 @pytest.mark.gpu
@@ -506,10 +533,10 @@ def test_readme_graph_example():
 @_EMPTY_GRAPH
 @pytest.mark.parametrize("case", _UNCAPTURABLE, ids=[c[0] for c in _UNCAPTURABLE])
 def test_host_copies_and_read_backs_under_capture_name_what(case, monkeypatch):
-    """A call that copies a table from host memory at every call, or reads a value back,
-    raises under capture a ValueError naming what it copies or reads (and how to avoid
-    it), before the copy or read (which would invalidate the capture); the capture then
-    ends cleanly and CUDA stays usable."""
+    """A call that copies more host data than a graph takes as kernel parameters, or reads
+    a value back, raises under capture a ValueError naming what it copies or reads (and
+    how to avoid it), before the copy or read (which would invalidate the capture); the
+    capture then ends cleanly and CUDA stays usable."""
     from cupyprep import detection
 
     name, inputs, op, what = case
@@ -522,7 +549,7 @@ def test_host_copies_and_read_backs_under_capture_name_what(case, monkeypatch):
         op(*args)  # outside a capture the call works
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with pytest.raises(ValueError, match=f"^{what}.*CUDA graph cannot capture"):
+    with pytest.raises(ValueError, match=f"^(?=.*CUDA graph cannot capture){what}"):
         with torch.cuda.graph(graph, stream=stream):
             op(*args)
     assert float(torch.ones(4, device="cuda").sum()) == 4.0
