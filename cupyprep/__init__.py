@@ -22,7 +22,14 @@ from .detection import (
     roi_align,
 )
 from .display import show
-from .interop import as_array, from_torch, stream, to_torch, use_torch_allocator
+from .interop import (
+    as_array,
+    from_torch,
+    release_graph_memory,
+    stream,
+    to_torch,
+    use_torch_allocator,
+)
 from .geometry import (
     ARCFACE_112,
     align_faces,
@@ -67,6 +74,7 @@ __all__ = [
     "as_array",
     "stream",
     "use_torch_allocator",
+    "release_graph_memory",
     "Loader",
     "LoaderMeta",
     "show",

@@ -666,9 +666,17 @@ def _torch_allocations():
 
 
 # Every block an op on CuPy arrays allocated while its stream was being captured: the
-# graph's replays may use it at any later time, so it is never given back (see
-# _captured_allocations).
+# graph's replays may use it at any later time, so it is held until the program says its
+# graphs are done (cupyprep.release_graph_memory; see _captured_allocations).
 _KEPT_FOR_GRAPHS: list = []
+
+
+def release_kept_for_graphs():
+    """Drop :data:`_KEPT_FOR_GRAPHS`'s blocks (:func:`cupyprep.release_graph_memory`);
+    returns their bytes."""
+    kept = _KEPT_FOR_GRAPHS[:]
+    del _KEPT_FOR_GRAPHS[:len(kept)]  # blocks a capture in another thread added since stay
+    return sum(int(getattr(getattr(b, "mem", None), "size", 0)) for b in kept)
 
 
 def _captured_allocations():
@@ -677,8 +685,9 @@ def _captured_allocations():
     tables, scratch arrays and temporaries the call lets go of, and hand them to other
     arrays while every replay of the graph still reads and writes them. Here every block
     the call allocates, through the allocator that was current, is also held in
-    :data:`_KEPT_FOR_GRAPHS`, so it stays allocated for the life of the process (outputs
-    included: whether the graph still writes them cannot be told from here). torch tensors
+    :data:`_KEPT_FOR_GRAPHS`, so it stays allocated for the life of the process, or until
+    :func:`cupyprep.release_graph_memory` (outputs included: whether the graph still
+    writes them cannot be told from here). torch tensors
     get the graph's private pool instead (:func:`_torch_allocations`)."""
     import cupy
 

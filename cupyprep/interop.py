@@ -15,7 +15,8 @@ import numpy as np
 
 from . import _arrays
 
-__all__ = ["to_torch", "from_torch", "as_array", "stream", "use_torch_allocator"]
+__all__ = ["to_torch", "from_torch", "as_array", "stream", "use_torch_allocator",
+           "release_graph_memory"]
 
 # DLPack device types (dlpack.h)
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
@@ -272,3 +273,30 @@ def use_torch_allocator(enable=True):
     else:
         cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
     return _AllocatorSwitch(previous)
+
+
+def release_graph_memory():
+    """Let go of the device memory kept for CUDA graphs captured from CuPy arrays.
+
+    While a stream is captured (``cupy.cuda.Stream.begin_capture``), every block an op on
+    CuPy arrays allocates (its outputs, tables, scratch arrays and CuPy's temporaries) is
+    held for as long as the process runs: the graph's replays may use it at any time, and
+    CuPy's pool would otherwise hand it to other arrays. A program that captures graphs
+    again and again (new shapes, a notebook) calls this once the graphs captured so far
+    will not be replayed again, and their memory goes back to the pool. Arrays still in
+    use (outputs the program kept) stay valid: their memory is given back when they go.
+
+    Graphs captured with ``torch.cuda.graph`` need none of this: ops on torch tensors
+    allocate from the graph's own pool, which torch frees with the graph.
+
+    Returns
+    -------
+    int
+        The bytes of the blocks held until now.
+
+    Example
+    -------
+    >>> del graph                                                       # doctest: +SKIP
+    >>> cupyprep.release_graph_memory()                                 # doctest: +SKIP
+    """
+    return _arrays.release_kept_for_graphs()

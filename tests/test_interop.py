@@ -80,6 +80,66 @@ def test_blocks_allocated_under_a_capture_are_kept(monkeypatch):
     assert [a, b] == given == _arrays._KEPT_FOR_GRAPHS
 
 
+def test_release_graph_memory_lets_go_of_the_kept_blocks(monkeypatch):
+    """release_graph_memory drops the blocks held for CuPy graphs and returns their bytes;
+    blocks allocated under a capture after it are held again."""
+    import cupy
+
+    monkeypatch.setattr(_arrays, "_KEPT_FOR_GRAPHS", [])
+
+    class Block:
+        def __init__(self, size):
+            self.mem = type("Memory", (), {"size": size})()
+
+    with cupy.cuda.using_allocator(Block), _arrays._captured_allocations():
+        cupy.cuda.get_allocator()(512)
+        cupy.cuda.get_allocator()(1536)
+    assert len(_arrays._KEPT_FOR_GRAPHS) == 2
+    assert cupyprep.release_graph_memory() == 2048
+    assert _arrays._KEPT_FOR_GRAPHS == [] and cupyprep.release_graph_memory() == 0
+    with cupy.cuda.using_allocator(Block), _arrays._captured_allocations():
+        cupy.cuda.get_allocator()(256)
+    assert cupyprep.release_graph_memory() == 256
+
+
+@pytest.mark.gpu
+def test_release_graph_memory_gives_a_cupy_capture_back_to_the_pool():
+    """After a CuPy capture of an op, its blocks stay in use from CuPy's pool though graph
+    and outputs are gone; release_graph_memory gives them back (the pool's bytes in use
+    fall by what it returns), and a new capture replays as before."""
+    import cupy
+
+    x = cupy.asarray(random_image(np.random.default_rng(12), (2, 64, 80, 3), np.uint8))
+    pool = cupy.get_default_memory_pool()
+    stream = cupy.cuda.Stream(non_blocking=True)
+
+    def capture():
+        with stream:
+            cupyprep.preprocess(x, (32, 32))  # compiled, pools warm
+            stream.synchronize()
+            stream.begin_capture()
+            try:
+                batch, _ = cupyprep.preprocess(x, (32, 32))
+            finally:
+                graph = stream.end_capture()
+        return graph, batch
+
+    cupyprep.release_graph_memory()
+    graph, batch = capture()
+    del graph, batch
+    cupy.cuda.Device().synchronize()
+    used = pool.used_bytes()
+    freed = cupyprep.release_graph_memory()
+    assert freed >= 2 * 3 * 32 * 32 * 4  # at least the batch
+    assert pool.used_bytes() == used - freed
+    graph, batch = capture()
+    batch[...] = 0
+    graph.launch(stream)
+    stream.synchronize()
+    want, _ = cupyprep.preprocess(cupy.asnumpy(x), (32, 32))
+    np.testing.assert_array_equal(cupy.asnumpy(batch), want)
+
+
 def test_torch_allocations_are_swapped_in_and_out():
     """Inside an op call on torch tensors, CuPy allocates from torch's caching allocator;
     the allocator before is current again afterwards, also when the call raised."""
