@@ -687,8 +687,8 @@ def _captured_allocations():
     the call allocates, through the allocator that was current, is also held in
     :data:`_KEPT_FOR_GRAPHS`, so it stays allocated for the life of the process, or until
     :func:`cupyprep.release_graph_memory` (outputs included: whether the graph still
-    writes them cannot be told from here). torch tensors
-    get the graph's private pool instead (:func:`_torch_allocations`)."""
+    writes them cannot be told from here). torch tensors get the graph's private pool
+    instead (:func:`_torch_allocations`)."""
     import cupy
 
     inner = cupy.cuda.get_allocator()
