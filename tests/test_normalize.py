@@ -214,6 +214,30 @@ def test_kernel_dense_and_pixel_paths(kernels, launched, in_dtype, out_dtype, ch
         np.testing.assert_array_equal(got[:1], kernels.get(kernels.poisoned((1,), out_dtype)))
 
 
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_dense_kernel_steps_over_images_larger_than_its_grid(kernels, launched, monkeypatch, channels):
+    """The dense kernel's threads step over an image by the grid's size: with the grid
+    held to 2 blocks, 2 images of 61 x 53 pixels (7 steps, the last one partial) come out
+    as the CPU backend's, in both layouts and every output dtype."""
+    module = sys.modules["cupyprep.normalize"]  # the module (cupyprep.normalize is the op)
+
+    def two_blocks(fn, n, h, w, args, block_x, block_y=1):
+        fn((2, 1, n), (block_x, block_y, 1), args)
+
+    monkeypatch.setattr(module, "launch_3d", two_blocks)
+    rng = np.random.default_rng(30 + channels)
+    batch = random_image(rng, (2, 61, 53, channels), np.uint8)
+    mean = tuple(rng.uniform(0.2, 0.6, channels))
+    std = tuple(rng.uniform(0.2, 0.3, channels))
+    for layout in ("NCHW", "NHWC"):
+        for dtype in ("float32", "float16", "uint8"):
+            check_kernel(kernels, batch, mean, std, 1 / 255 if dtype != "uint8" else 40.0,
+                         channels >= 3, layout, dtype)
+            assert {e.split("<")[0] for f, e in launched if f == "normalize.cu"} == {
+                "cupyprep_normalize_dense"}
+            launched.clear()
+
+
 def test_dense_kernel_takes_images_under_2_to_the_30_elements():
     """The dense kernel indexes an image's pixels in int32 and adds the grid's stride:
     images of 2^30 elements or more take the pixel kernel."""
