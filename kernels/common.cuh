@@ -152,7 +152,7 @@ __device__ __forceinline__ void store_normalized(TOut* q, i64 d_c, const float (
         q[c * d_c] = from_float<TOut>(normalized_channel<CN>(v, c, swap_rb, scale, mean, inv_std));
 }
 
-// Two values as the bits of a float16 pair (a low, b high) and of a uint8 pair.
+// Two values as the bits of a float16 pair (a low, b high).
 __device__ __forceinline__ unsigned half2_bits(float a, float b) {
 #if !defined(CUPYPREP_EMULATOR) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     unsigned bits;  // one conversion instruction for both: b to the high half, a to the low
@@ -161,9 +161,6 @@ __device__ __forceinline__ unsigned half2_bits(float a, float b) {
 #else
     return (unsigned)cupyprep_f32_to_f16_bits(a) | ((unsigned)cupyprep_f32_to_f16_bits(b) << 16);
 #endif
-}
-__device__ __forceinline__ unsigned u8x2_bits(float a, float b) {
-    return from_float<unsigned char>(a) | ((unsigned)from_float<unsigned char>(b) << 8);
 }
 
 // Two values (adjacent elements: two pixels of one channel, or a pixel's two channels),
@@ -175,7 +172,8 @@ __device__ __forceinline__ void store_pair(cp_half* q, float a, float b) {
     *reinterpret_cast<unsigned*>(q) = half2_bits(a, b);
 }
 __device__ __forceinline__ void store_pair(unsigned char* q, float a, float b) {
-    *reinterpret_cast<unsigned short*>(q) = (unsigned short)u8x2_bits(a, b);
+    *reinterpret_cast<unsigned short*>(q) = (unsigned short)(
+        from_float<unsigned char>(a) | ((unsigned)from_float<unsigned char>(b) << 8));
 }
 
 // Four values, converted, as one store of 4 * sizeof(TOut) bytes at q (aligned to that size).

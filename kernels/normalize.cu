@@ -50,7 +50,8 @@ __global__ void cupyprep_normalize_dense(const TIn* __restrict__ src, TOut* __re
     for (int n = blockIdx.z; n < n_images; n += gridDim.z) {
         const TIn* in = src + n * s_n;
         TOut* out = dst + n * d_n;
-        const bool whole = ((unsigned long long)out & (CN * sizeof(TOut) - 1)) == 0;
+        const bool whole = cp::pixel_store<TOut, CN>::value &&  // aligned to one pixel store
+                           ((unsigned long long)out & (CN * sizeof(TOut) - 1)) == 0;
         for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < hw; i += stride) {
             if constexpr (NHWC && cp::pixel_store<TOut, CN>::value) {
                 if (whole) {

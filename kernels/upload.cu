@@ -11,10 +11,10 @@
 // Words a launch carries: its parameters stay within 4 KB (_arrays._PUT_WORDS).
 constexpr int kPutWords = 1000;
 
-// dst[i] = words.v[i] for i < count (count <= kPutWords).
+// dst[i] = words.v[i] for i < count (count <= kPutWords), a grid-stride loop (launch_1d).
 __global__ void cupyprep_put_words(unsigned* __restrict__ dst,
                                    const __grid_constant__ cp::ByValue<unsigned, kPutWords> words,
                                    int count) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < count) dst[i] = words.v[i];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += blockDim.x * gridDim.x)
+        dst[i] = words.v[i];
 }
