@@ -238,13 +238,12 @@ def _put_in_graph(xp, host):
         padded = np.zeros(words * 4, np.uint8)
         padded[:n] = host.reshape(-1).view(np.uint8)
         padded = padded.view(np.uint32)
-        from .geometry import launch_1d  # the ops' launch helper (geometry imports this module)
 
         fn = _kernels.get_function("upload.cu", _PUT_KERNEL)
         for start in range(0, words, _PUT_WORDS):
             chunk = padded[start:start + _PUT_WORDS]
-            launch_1d(fn, chunk.size, (buf[start:], _kernels.by_value(chunk, np.uint32, _PUT_WORDS),
-                                       np.int32(chunk.size)))
+            args = (buf[start:], _kernels.by_value(chunk, np.uint32, _PUT_WORDS), np.int32(chunk.size))
+            _kernels.launch_1d(fn, chunk.size, args)
     return buf.view(np.uint8)[:n].view(host.dtype).reshape(host.shape)
 
 

@@ -20,6 +20,8 @@ import re
 import threading
 from pathlib import Path
 
+import numpy as np
+
 __all__ = ["kernel_dir", "read_source", "get_function", "warmup", "KernelCompileError"]
 
 NVRTC_OPTIONS = ("--std=c++17",)
@@ -153,6 +155,38 @@ def get_function(filename: str, name_expression: str):
     return _cuda_function(filename, name_expression)
 
 
+# numpy dtype -> the C type that name expressions give it (kernels/common.cuh)
+C_TYPES = {
+    np.dtype(np.uint8): "unsigned char",
+    np.dtype(np.uint16): "unsigned short",
+    np.dtype(np.float16): "cp_half",
+    np.dtype(np.float32): "float",
+}
+
+_BLOCK = 256  # threads per block of launch_1d
+_MAX_BLOCKS = 1 << 20
+BLOCK_3D = 128  # threads per block of launch_3d
+
+
+def launch_1d(fn, total, args):
+    """Launch a grid-stride kernel over ``total`` items (nothing for zero items)."""
+    if total <= 0:
+        return
+    blocks = min((total + _BLOCK - 1) // _BLOCK, _MAX_BLOCKS)
+    fn((blocks,), (_BLOCK,), args)
+
+
+def launch_3d(fn, n, h, w, args, block_x=BLOCK_3D, block_y=1):
+    """Launch a kernel over an (n, h, w) grid: x across blocks and threads, a row (or, with
+    ``block_y`` threads along y, ``block_y`` rows) per blockIdx.y, an image per blockIdx.z
+    (the kernel loops past the grid's limits)."""
+    if n <= 0 or h <= 0 or w <= 0:
+        return
+    grid = (min((w + block_x - 1) // block_x, 65535), min((h + block_y - 1) // block_y, 65535),
+            min(n, 65535))
+    fn(grid, (block_x, block_y, 1), args)
+
+
 # Images whose per-image data goes to a kernel by value (kernels/common.cuh's
 # kImagesByValue): a list's records (RaggedImage), preprocess's plans, PreprocessMeta's
 # mapping. A longer list's go in one device table.
@@ -161,8 +195,6 @@ IMAGES_BY_VALUE = 64
 
 @functools.lru_cache(maxsize=None)
 def _ragged_dtypes():
-    import numpy as np
-
     record = np.dtype([("ptr", "<u8"), ("h", "<i4"), ("w", "<i4"), ("s_y", "<i8"),
                        ("s_x", "<i8"), ("s_c", "<i8")])
     return record, np.dtype([("v", record, (IMAGES_BY_VALUE,))])
@@ -190,8 +222,6 @@ def ragged(arrays, name, sizes, strides, xp, plans=None):
     the launch). A longer list's records, followed by its plans, are uploaded as one table
     (``_arrays.upload_ragged``), and both structs are zeros.
     """
-    import numpy as np
-
     n = len(arrays)
     record, list_dtype = _ragged_dtypes()
     small = n <= IMAGES_BY_VALUE
@@ -229,8 +259,6 @@ def by_value(values, dtype, count):
     """``values`` (at most ``count`` of them) as a kernel parameter of type
     ``ByValue<T, count>`` (``struct { T v[count]; }``, kernels/common.cuh) passed by value,
     ``T`` the C type of ``dtype``: a NumPy structured scalar, zeros after the values."""
-    import numpy as np
-
     arg = np.zeros((), _struct_dtype(np.dtype(dtype), count))
     arg["v"][:np.size(values)] = np.ravel(values)
     return arg[()]
@@ -238,8 +266,6 @@ def by_value(values, dtype, count):
 
 @functools.lru_cache(maxsize=None)
 def _struct_dtype(dtype, count):
-    import numpy as np
-
     return np.dtype([("v", dtype, (count,))])
 
 

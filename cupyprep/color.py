@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _arrays, _kernels, _validate, cpu
-from .geometry import C_TYPES, launch_1d
+from ._kernels import C_TYPES, launch_1d
 
 __all__ = ["swap_rb", "to_gray"]
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _arrays, _kernels, _validate
 from .cpu import detection as cpu
-from .geometry import C_TYPES, launch_1d
+from ._kernels import C_TYPES, launch_1d
 
 __all__ = [
     "nms",

@@ -1,4 +1,5 @@
-"""Geometric ops: resize (warps follow)."""
+"""Geometric ops: resize, the warps and their matrix helpers, face alignment and random
+affine augmentation."""
 from __future__ import annotations
 
 import functools
@@ -6,43 +7,12 @@ import functools
 import numpy as np
 
 from . import _arrays, _kernels, _validate, cpu
+from ._kernels import BLOCK_3D, C_TYPES, launch_1d, launch_3d
 
 __all__ = ["resize", "INTERPOLATIONS"]
 
 INTERPOLATIONS = ("nearest", "linear", "area", "cubic")
 RESIZE_DTYPES = (np.uint8, np.uint16, np.float16, np.float32)
-
-# numpy dtype -> C type used in name expressions (kernels/common.cuh)
-C_TYPES = {
-    np.dtype(np.uint8): "unsigned char",
-    np.dtype(np.uint16): "unsigned short",
-    np.dtype(np.float16): "cp_half",
-    np.dtype(np.float32): "float",
-}
-
-_BLOCK = 256
-_MAX_BLOCKS = 1 << 20
-_BLOCK_3D = 128  # threads per block of launch_3d
-
-
-def launch_1d(fn, total, args):
-    """Launch a grid-stride kernel over ``total`` items (nothing for zero items)."""
-    if total <= 0:
-        return
-    blocks = min((total + _BLOCK - 1) // _BLOCK, _MAX_BLOCKS)
-    fn((blocks,), (_BLOCK,), args)
-
-
-def launch_3d(fn, n, h, w, args, block_x=_BLOCK_3D, block_y=1):
-    """Launch a kernel over an (n, h, w) grid: x across blocks and threads, a row (or, with
-    ``block_y`` threads along y, ``block_y`` rows) per blockIdx.y, an image per blockIdx.z
-    (the kernel loops past the grid's limits)."""
-    if n <= 0 or h <= 0 or w <= 0:
-        return
-    grid = (min((w + block_x - 1) // block_x, 65535), min((h + block_y - 1) // block_y, 65535),
-            min(n, 65535))
-    fn(grid, (block_x, block_y, 1), args)
-
 
 def _resize_expr(interpolation, dtype, cn):
     return f"cupyprep_resize_{interpolation}<{C_TYPES[np.dtype(dtype)]}, {cn}>"
@@ -794,11 +764,11 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
             fn = _kernels.get_function("warp.cu", _warp_expr(
                 "perspective" if perspective else "affine", kernel, dtype, c, dense, pixels,
                 dense and not uniform))
-            block_x = _WARP_BLOCK_X if dense else _BLOCK_3D
+            block_x = _WARP_BLOCK_X if dense else BLOCK_3D
             launch_3d(fn, n_out, (dh + rows - 1) // rows, (dw + pixels - 1) // pixels, tables + (
                 index, mats, i64(mat_step), mat_value, dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x),
                 i64(d_c), i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab,
-                i32(n_out), i32(rows)), block_x=block_x, block_y=_BLOCK_3D // block_x)
+                i32(n_out), i32(rows)), block_x=block_x, block_y=BLOCK_3D // block_x)
         return native
 
 
@@ -809,7 +779,7 @@ _WARP_ROWS_PER_THREAD = 4
 # dense variants are used at all (False: always the generic strided kernel).
 _WARP_PIXELS_PER_THREAD = 4
 _WARP_DENSE = True
-# Dense variants: threads of a block along x, the rest of its _BLOCK_3D along y. A warp is
+# Dense variants: threads of a block along x, the rest of its BLOCK_3D along y. A warp is
 # then a tile of _WARP_BLOCK_X pixel groups by 32 / _WARP_BLOCK_X rows (8: 32 x 4 pixels
 # at 4 per thread). For a rotation a squarer tile's taps lie in fewer source rows than a
 # one-row strip's (fewer cache sectors per load instruction); for a translation a wider

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _arrays, _kernels, _validate, cpu
-from .geometry import C_TYPES, launch_1d, launch_3d
+from ._kernels import C_TYPES, launch_1d, launch_3d
 
 __all__ = ["normalize", "IMAGENET_MEAN", "IMAGENET_STD"]
 

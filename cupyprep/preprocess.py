@@ -9,7 +9,8 @@ import numpy as np
 
 from . import _arrays, _kernels, _validate, cpu
 from .detection import _rows as _coord_rows
-from .geometry import C_TYPES, _area_kernel, _is_dense, _scale, launch_1d, launch_3d
+from ._kernels import C_TYPES, launch_1d, launch_3d
+from .geometry import _area_kernel, _is_dense, _scale
 
 __all__ = ["preprocess", "PreprocessMeta", "MODES"]
 

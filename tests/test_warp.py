@@ -713,7 +713,7 @@ def test_kernel_dense_uint8_tall_interiors(kernels, monkeypatch, warp_variants, 
     of 4)."""
     monkeypatch.setattr(G, "_WARP_BLOCK_X", block_x)
     rng = np.random.default_rng(90 + channels)
-    tile = G._WARP_ROWS_PER_THREAD * (G._BLOCK_3D // block_x)  # output rows of a block
+    tile = G._WARP_ROWS_PER_THREAD * (G._kernels.BLOCK_3D // block_x)  # output rows of a block
     h, w = tile + 9, 45
     Ms = edge_matrices(rng, h, w)
     n = len(Ms)
