@@ -1,0 +1,61 @@
+"""The examples in examples/ run to their end and print what they should: on the CPU
+backend with no device visible (as in CI), and on the GPU with one (``-m gpu``)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("skimage")
+cv2 = pytest.importorskip("cv2")
+
+ROOT = Path(__file__).resolve().parent.parent
+BACKENDS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
+
+
+def run_example(script, backend, cwd, *args):
+    """Run examples/``script`` in a fresh interpreter in ``cwd``; returns its stdout. The
+    CPU backend hides every CUDA device from it, so CuPy and torch find none."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    if backend == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / script), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"{script} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_augment_batch(tmp_path, backend):
+    out = run_example("augment_batch.py", backend, tmp_path, "--out", "grid.png")
+    assert f"wrote grid.png ({backend.upper()}): 16 augmented images" in out
+    grid = cv2.imread(str(tmp_path / "grid.png"))
+    assert grid is not None and grid.ndim == 3 and grid.shape[2] == 3
+    assert grid.std() > 10  # photographs, not a blank canvas
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_detector_input(tmp_path, backend):
+    out = run_example("detector_input.py", backend, tmp_path)
+    device = "cuda:0" if backend == "gpu" else "cpu"
+    assert f"batch: (5, 3, 640, 640) torch.float32 on {device}" in out
+    # the letterboxed image areas map back onto each whole photograph (width x height)
+    assert ("image area mapped back: [[0, 0, 512, 512], [0, 0, 600, 400], [0, 0, 451, 300], "
+            "[0, 0, 640, 427], [0, 0, 512, 512]]") in out
+    assert "chelsea     451x300  padding t/b/l/r [107, 107, 0, 0]" in out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_face_detector_postprocess(tmp_path, backend):
+    out = run_example("face_detector_postprocess.py", backend, tmp_path, "faces.png")
+    lines = out.splitlines()
+    assert lines[0] == ("GPU (CuPy): 2 face(s)" if backend == "gpu" else "CPU (NumPy): 2 face(s)")
+    # the face encoded into the synthetic head comes back in the photograph's pixels
+    box = [int(v) for v in lines[1].split("box (")[1].split(")")[0].split(", ")]
+    np.testing.assert_allclose(box, [172, 62, 262, 182], atol=4)
+    assert (tmp_path / "faces.png").exists() and lines[-1] == "wrote faces.png"
