@@ -338,10 +338,51 @@ __device__ __forceinline__ void store_low_bytes(unsigned char* out, int count,
     }
 }
 
-// A thread's `count` (1 .. PX) pixels, starting at `out` (DENSE uint8: store_low_bytes).
+// The bits of a 2- or 4-byte element.
+__device__ __forceinline__ unsigned element_bits(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ unsigned element_bits(cp_half v) { return v.bits; }
+__device__ __forceinline__ unsigned element_bits(unsigned short v) { return v; }
+
+// A dense group of PX whole pixels (PX * CN elements of 2 or 4 bytes, adjacent in memory)
+// as 16- or 8-byte words where `out` is aligned to the word and the group divides into
+// them; returns false (nothing stored) otherwise.
+template <typename T, int CN, int PX>
+__device__ __forceinline__ bool store_group_words(T* out, const T (&v)[PX][CN]) {
+    constexpr int kBytes = PX * CN * (int)sizeof(T), kPer = 4 / (int)sizeof(T);
+    unsigned w[kBytes / 4];  // the group's 32-bit words, in memory order
+#pragma unroll
+    for (int k = 0; k < kBytes / 4; ++k) {
+        w[k] = 0;
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+            const int e = k * kPer + j;
+            w[k] |= element_bits(v[e / CN][e % CN]) << (16 * j);
+        }
+    }
+    const unsigned long long at = (unsigned long long)out;
+    if (kBytes % 16 == 0 && at % 16 == 0) {
+#pragma unroll
+        for (int k = 0; k < kBytes / 16; ++k)
+            reinterpret_cast<uint4*>(out)[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+        return true;
+    }
+    if (kBytes % 8 == 0 && at % 8 == 0) {
+#pragma unroll
+        for (int k = 0; k < kBytes / 8; ++k)
+            reinterpret_cast<uint2*>(out)[k] = make_uint2(w[2 * k], w[2 * k + 1]);
+        return true;
+    }
+    return false;
+}
+
+// A thread's `count` (1 .. PX) pixels, starting at `out` (DENSE uint8: store_low_bytes;
+// other DENSE types as words where they can: store_group_words).
 template <typename T, int CN, bool DENSE, int PX>
 __device__ __forceinline__ void store_pixels(T* out, int count, cp::i64 d_x, cp::i64 d_c,
                                              const T (&v)[PX][CN]) {
+    if constexpr (DENSE && sizeof(T) > 1) {
+        if (count == PX && store_group_words<T, CN, PX>(out, v)) return;
+    }
     if constexpr (DENSE && sizeof(T) == 1) {
         unsigned u[PX][CN];
 #pragma unroll

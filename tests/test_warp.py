@@ -765,7 +765,8 @@ def test_kernel_dense_output_views(kernels, warp_variants, channels):
 @pytest.mark.parametrize("interpolation", ["nearest", "linear"])
 def test_kernel_dense_other_types(kernels, warp_variants, dtype, interpolation):
     """The dense variants of the other types (compile-time strides, 4 pixels per thread,
-    element stores), affine and perspective, every channel count they serve."""
+    a group's pixels stored as 16- or 8-byte words where aligned), affine and perspective,
+    every channel count they serve."""
     rng = np.random.default_rng(70)
     for channels in (1, 3, 4):
         for h, w in [(5, 7), (3, 511)]:
@@ -777,6 +778,35 @@ def test_kernel_dense_other_types(kernels, warp_variants, dtype, interpolation):
             check_batch(kernels, src, host, Hs, (h, w + 2), interpolation, "constant", 0.5,
                         perspective=True)
     assert all(f", true, {G._WARP_PIXELS_PER_THREAD}, false>" in e for e in warp_variants)
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.float16, np.float32])
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_kernel_dense_other_types_output_alignments(kernels, warp_variants, dtype, channels):
+    """A dense group of 4 pixels goes as 16- or 8-byte words only where its first element
+    is aligned to the word: outputs that are windows of a flat buffer starting 0 to 4
+    elements in (so groups fall on 16, 8, 4 or 2 bytes), with rows whose pitch is not a
+    multiple of the word and widths that leave a last group short. Every result equals
+    cv2's and the elements around the window keep their poison (compared as bytes)."""
+    rng = np.random.default_rng(80 + channels)
+    n, h, w, pitch = 6, 5, 13, 15
+    host = random_image(rng, (n, h, w, channels), dtype)
+    Ms = edge_matrices(rng, h, w)
+    size = n * h * pitch * channels
+    for start in (0, 1, 2, 3, 4):
+        flat = kernels.poisoned((size + 8,), dtype)
+        out = flat[start:start + size].reshape(n, h, pitch, channels)[:, :, 1:w + 1]
+        for interpolation in ("nearest", "linear"):
+            check_batch(kernels, kernels.put(host), host, Ms, (h, w), interpolation, "reflect101",
+                        out=out)
+        got = kernels.get(flat).reshape(-1).view(np.uint8)
+        poison = kernels.get(kernels.poisoned((size + 8,), dtype)).view(np.uint8)
+        inside = np.zeros(size + 8, bool)
+        inside[start:start + size].reshape(n, h, pitch, channels)[:, :, 1:w + 1] = True
+        outside = np.repeat(~inside, np.dtype(dtype).itemsize)
+        np.testing.assert_array_equal(got[outside], poison[outside])
+    dense = f"{channels}, true, {G._WARP_PIXELS_PER_THREAD}, false>"
+    assert len(warp_variants) == 10 and all(e.endswith(dense) for e in warp_variants)
 
 
 @pytest.mark.parametrize("value", [0, 255])
