@@ -497,10 +497,11 @@ def transform_points(points, matrix):
 
 
 # --- the warp op -------------------------------------------------------------------------
-# OpenCV's float warp kernels (nearest, linear), which also come as dense and several
-# pixels per thread variants, for one strided batch or a list of sources: <type, channels,
-# dense, pixels per thread, list> (the generic variants take either).
-_FLOAT_WARP_KERNELS = ("nearest", "linear")
+# OpenCV's float warp kernels (nearest, linear; cubic, whose 2-channel form is one too),
+# which also come as dense and several pixels per thread variants, for one strided batch or
+# a list of sources: <type, channels, dense, pixels per thread, list> (the generic
+# variants take either).
+_FLOAT_WARP_KERNELS = ("nearest", "linear", "cubic")
 
 
 @functools.lru_cache(maxsize=None)
@@ -530,7 +531,7 @@ def _warp_variants():
              for op in ("affine", "perspective")
              for i in _FLOAT_WARP_KERNELS
              for d in WARP_DTYPES
-             for cn in (1, 3, 4)
+             for cn in ((1, 2, 3, 4) if i == "cubic" else (1, 3, 4))
              for listed in (False, True)]
     return generic + dense + [_RANDOM_AFFINE_KERNEL, _SIMILARITY_KERNEL]
 

@@ -9,19 +9,19 @@
 // source image `src_index[i]` (NULL: image i). Sources are one strided batch (`src`, one
 // geometry) or, where `src` is NULL, a ragged list: up to cp::kImagesByValue image records
 // by value (`src_list`), or a longer list's records in `src_table`.
-// One thread per destination pixel (all CN channels), or, for nearest and linear, per PX
-// pixels side by side in a row. Grid: x across blocks and threads, blockIdx.y a group of
-// rows_per_block rows (times blockDim.y for nearest and linear, whose blocks may be 2-D),
-// blockIdx.z an output image (loops cover sizes past the grid's limits); each thread sets
-// up its image (matrix, geometry) once.
+// One thread per destination pixel (all CN channels), or, for nearest, linear and cubic,
+// per PX pixels side by side in a row. Grid: x across blocks and threads, blockIdx.y a
+// group of rows_per_block rows (times blockDim.y for nearest, linear and cubic, whose
+// blocks may be 2-D), blockIdx.z an output image (loops cover sizes past the grid's
+// limits); each thread sets up its image (matrix, geometry) once.
 //
-// Nearest and linear also take DENSE: source and destination pixels are CN adjacent
-// elements (s_x == d_x == CN, s_c == d_c == 1, in every source of a list; row and image
-// strides stay free), so those strides are compile-time constants. DENSE uint8 with 3 or
-// 4 channels reads each interior tap pair as the aligned 32-bit words that cover its
-// 2 * CN bytes, and writes a thread's PX pixels as 32- or 16-bit words where they are
-// aligned and whole. Only the memory access changes: every pixel's arithmetic is the same
-// in every variant.
+// Nearest, linear and cubic also take DENSE: source and destination pixels are CN
+// adjacent elements (s_x == d_x == CN, s_c == d_c == 1, in every source of a list; row and
+// image strides stay free), so those strides are compile-time constants, and a thread's PX
+// pixels are stored as whole words where aligned (uint8: 32- or 16-bit words; the other
+// types: 16- or 8-byte words). DENSE uint8 nearest and linear with 3 or 4 channels read
+// each interior tap pair as the aligned 32-bit words that cover its 2 * CN bytes. Only the
+// memory access changes: every pixel's arithmetic is the same in every variant.
 //
 // OpenCV has two implementations, and picks by channel count and interpolation; each is
 // reproduced step by step, as a family of kernels here:
@@ -750,31 +750,47 @@ __device__ __forceinline__ void warp_linear_fixed(const Item<T>& it, cp::i64 d_c
     }
 }
 
-// Cubic: OpenCV 5 samples Keys' kernel at the unquantized float32 coordinate (its float
-// warp coordinates, as nearest / linear); taps outside follow the border, and with a
-// constant border a pixel whose 4x4 window lies wholly outside is the border value. The
-// 16 products are summed in float32, row by row (OpenCV's own summation order is not
-// reproduced: results agree within float32 rounding, 1 for integer types).
-template <typename T, int CN, bool PERSPECTIVE>
-__device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int border,
-                                           const float (&bval)[4]) {
-    float sx, sy;
-    float_coords<PERSPECTIVE>(it.mf, it.x, it.y, true, sx, sy);
-    // OpenCV 5's cubic warp clamps each source coordinate to [-m, 2m], m = max(side, 16),
-    // before taking taps (seen with cv2.warpAffine: far outside, every pixel equals the
-    // one at the clamp; it matters only for the periodic borders)
-    const float mx = (float)max(it.w, 16), my = (float)max(it.h, 16);
-    sx = fminf(fmaxf(tame(sx), -mx), 2.f * mx);
-    sy = fminf(fmaxf(tame(sy), -my), 2.f * my);
-    const int ix = __float2int_rd(sx), iy = __float2int_rd(sy);
-    if (border == CONSTANT && (ix + 2 < 0 || ix - 1 >= it.w || iy + 2 < 0 || iy - 1 >= it.h)) {
-        fill<T, CN>(it.out, d_c, bval);
-        return;
-    }
-    float wx[4], wy[4];
-    cp::cubic_weights(__fsub_rn(sx, (float)ix), wx);  // resize's weights (sampling.cuh)
-    cp::cubic_weights(__fsub_rn(sy, (float)iy), wy);
-    float acc[CN];
+// The 4 * N bytes at p (any alignment) as N 32-bit words, from the aligned words that
+// cover them: those reach back at most 3 bytes (to the word holding p, in the same
+// allocation) and, where p is not aligned, up to 3 bytes past the last.
+template <int N>
+__device__ __forceinline__ void row_words(const unsigned char* p, unsigned (&b)[N]) {
+    const unsigned long long a = (unsigned long long)p;
+    const unsigned* w = reinterpret_cast<const unsigned*>(a & ~3ull);
+    const unsigned shift = (unsigned)(a & 3u) * 8;
+    unsigned x[N + 1];
+#pragma unroll
+    for (int k = 0; k < N; ++k) x[k] = __ldg(w + k);
+    x[N] = shift ? __ldg(w + N) : 0u;
+#pragma unroll
+    for (int k = 0; k < N; ++k) b[k] = __funnelshift_r(x[k], x[k + 1], shift);
+}
+
+// A 16-bit element's float from its bits.
+__device__ __forceinline__ float element_from_bits(unsigned bits, cp_half) {
+    return cp::to_float(cp_half{(unsigned short)bits});
+}
+__device__ __forceinline__ float element_from_bits(unsigned bits, unsigned short) {
+    return __fsub_rn(__uint_as_float(kTwo23Bits | bits), kTwo23);
+}
+__device__ __forceinline__ float element_from_bits(unsigned bits, unsigned char) {
+    return __fsub_rn(__uint_as_float(kTwo23Bits | bits), kTwo23);
+}
+
+// Element e of the 1- or 2-byte elements packed in words b, as its exact float (integers
+// through the bit pattern 2^23 + v, no conversion instruction).
+template <typename T, int N>
+__device__ __forceinline__ float word_element(const unsigned (&b)[N], int e) {
+    if constexpr (sizeof(T) == 1)
+        return __fsub_rn(__uint_as_float(__byte_perm(b[e / 4], kTwo23Bits, 0x7440u + (e & 3))), kTwo23);
+    return element_from_bits((b[e / 2] >> (16 * (e & 1))) & 0xFFFFu, T{});
+}
+
+// Cubic's sum over a 4x4 window: the 16 products in float32, row by row. load(r, k, p)
+// gives tap (row r, column k) of the window.
+template <int CN, typename Load>
+__device__ __forceinline__ void cubic_sum(const Load& load, const float (&wx)[4],
+                                          const float (&wy)[4], float (&acc)[CN]) {
 #pragma unroll
     for (int c = 0; c < CN; ++c) acc[c] = 0.f;
 #pragma unroll
@@ -785,15 +801,83 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
             float p[CN];
-            tap<T, CN>(it, ix - 1 + k, iy - 1 + r, border, bval, p);
+            load(r, k, p);
 #pragma unroll
             for (int c = 0; c < CN; ++c) row[c] = __fadd_rn(row[c], __fmul_rn(p[c], wx[k]));
         }
 #pragma unroll
         for (int c = 0; c < CN; ++c) acc[c] = __fadd_rn(acc[c], __fmul_rn(row[c], wy[r]));
     }
+}
+
+// The sum over a window that reaches past the image, each tap through the border: out of
+// line, so that a thread's pixels do not each carry a copy of the border logic.
+template <typename T, int CN, bool DENSE>
+__device__ __noinline__ void cubic_border_sum(const Item<T>& it, int ix, int iy, int border,
+                                              const float (&bval)[4], const float (&wx)[4],
+                                              const float (&wy)[4], float (&acc)[CN]) {
+    cubic_sum<CN>([&](int r, int k, float (&p)[CN]) {
+        tap<T, CN, DENSE>(it, ix - 1 + k, iy - 1 + r, border, bval, p);
+    }, wx, wy, acc);
+}
+
+// Cubic: OpenCV 5 samples Keys' kernel at the unquantized float32 coordinate (its float
+// warp coordinates, as nearest / linear); taps outside follow the border, and with a
+// constant border a pixel whose 4x4 window lies wholly outside is the border value. The
+// products are summed as cubic_sum does (OpenCV's own summation order is not reproduced:
+// results agree within float32 rounding, 1 for integer types). A window wholly inside the
+// image reads its rows directly; others go through cubic_border_sum.
+template <typename T, int CN, bool PERSPECTIVE, bool DENSE>
+__device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int border,
+                                           const float (&bval)[4], const T (&border_fill)[CN],
+                                           int body_end, T (&v)[CN]) {
+    float sx, sy;
+    float_coords<PERSPECTIVE>(it.mf, x, y, true, sx, sy);
+    // OpenCV 5's cubic warp clamps each source coordinate to [-m, 2m], m = max(side, 16),
+    // before taking taps (seen with cv2.warpAffine: far outside, every pixel equals the
+    // one at the clamp; it matters only for the periodic borders)
+    const float mx = (float)max(it.w, 16), my = (float)max(it.h, 16);
+    sx = fminf(fmaxf(tame(sx), -mx), 2.f * mx);
+    sy = fminf(fmaxf(tame(sy), -my), 2.f * my);
+    const int ix = __float2int_rd(sx), iy = __float2int_rd(sy);
+    if (border == CONSTANT && (ix + 2 < 0 || ix - 1 >= it.w || iy + 2 < 0 || iy - 1 >= it.h)) {
 #pragma unroll
-    for (int c = 0; c < CN; ++c) it.out[c * d_c] = cp::from_float<T>(acc[c]);
+        for (int c = 0; c < CN; ++c) v[c] = border_fill[c];
+        return;
+    }
+    float wx[4], wy[4];
+    cp::cubic_weights(__fsub_rn(sx, (float)ix), wx);  // resize's weights (sampling.cuh)
+    cp::cubic_weights(__fsub_rn(sy, (float)iy), wy);
+    float acc[CN];
+    // dense integer and float16 pixels: each window row's 4 * CN elements from the aligned
+    // 32-bit words that cover them, which reach up to 3 bytes past the row's last tap: the
+    // window must end that many pixels inside the image's row
+    constexpr bool kWords = DENSE && sizeof(T) <= 2;
+    constexpr int kPixel = CN * (int)sizeof(T), kPast = kWords ? (3 + kPixel - 1) / kPixel : 0;
+    if (ix >= 1 && ix + 2 + kPast < it.w && iy >= 1 && iy + 2 < it.h) {
+        const cp::i64 s_x = pixel_step<DENSE, CN>(it), s_c = channel_step<DENSE>(it);
+        const T* first = it.img + (cp::i64)(iy - 1) * it.s_y + (cp::i64)(ix - 1) * s_x;
+        if constexpr (kWords) {
+            unsigned b[4][kPixel];  // a row's 4 * kPixel bytes as kPixel words
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                row_words<kPixel>(reinterpret_cast<const unsigned char*>(first + r * it.s_y), b[r]);
+            cubic_sum<CN>([&](int r, int k, float (&p)[CN]) {
+#pragma unroll
+                for (int c = 0; c < CN; ++c) p[c] = word_element<T>(b[r], k * CN + c);
+            }, wx, wy, acc);
+        } else {
+            cubic_sum<CN>([&](int r, int k, float (&p)[CN]) {
+                const T* q = first + r * it.s_y + k * s_x;
+#pragma unroll
+                for (int c = 0; c < CN; ++c) p[c] = load_float(q + c * s_c);
+            }, wx, wy, acc);
+        }
+    } else {
+        cubic_border_sum<T, CN, DENSE>(it, ix, iy, border, bval, wx, wy, acc);
+    }
+#pragma unroll
+    for (int c = 0; c < CN; ++c) v[c] = cp::from_float<T>(acc[c]);
 }
 
 }  // namespace
@@ -824,7 +908,8 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
         }                                                                                 \
     }
 
-// Nearest and linear: <T, CN, DENSE, PX, LIST> (see the file comment); a thread makes PX
+// Nearest, linear and cubic: <T, CN, DENSE, PX, LIST> (see the file comment; U8: whether
+// DENSE uint8 takes the interior fast path, nearest and linear only); a thread makes PX
 // pixels side by side (x0 .. x0 + PX - 1, those below dw) in each of its rows. Blocks may
 // be 2-D: blockIdx.y then covers rows_per_block * blockDim.y rows, and threadIdx.y takes
 // every blockDim.y-th of them, so a warp can cover a tile of several rows (a rotated
@@ -833,7 +918,7 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
 // whether their sources are a list (LIST) or one strided batch, whose geometry then stays
 // in kernel parameters rather than registers (a run-time test there cost the 3-channel
 // uint8 kernel 4 registers).
-#define CUPYPREP_WARP_FLOAT_KERNEL(OP, PERSPECTIVE, NAME, PIXEL, LINEAR)                  \
+#define CUPYPREP_WARP_FLOAT_KERNEL(OP, PERSPECTIVE, NAME, PIXEL, LINEAR, U8)              \
     template <typename T, int CN, bool DENSE, int PX, bool LIST>                          \
     __global__ void cupyprep_warp_##OP##_##NAME(CUPYPREP_WARP_PARAMS) {                   \
         const float bval[4] = {bv0, bv1, bv2, bv3};                                       \
@@ -847,7 +932,7 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
                                        mat_step, mat_value.v);                            \
             for (int j = 0; j < (PERSPECTIVE ? 9 : 6); ++j) it.mf[j] = (float)it.m[j];    \
             DenseU8 fast{};                                                               \
-            if constexpr (dense_u8<T, CN, DENSE>::value)                                  \
+            if constexpr (dense_u8<T, CN, DENSE && U8>::value)                                  \
                 fast = dense_u8_image<LINEAR, CN>(it);                                    \
             T* image_out = dst + (cp::i64)n * d_n;                                        \
             for (int gx = blockIdx.x * blockDim.x + threadIdx.x; gx < groups;             \
@@ -860,7 +945,7 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
                              (cp::i64)x0 * (DENSE ? (cp::i64)CN : d_x);                   \
                     const cp::i64 out_step = (cp::i64)blockDim.y * d_y;                   \
                     for (int y = y0; y < y_end; y += blockDim.y, out += out_step) {        \
-                        if constexpr (dense_u8<T, CN, DENSE>::value) {                    \
+                        if constexpr (dense_u8<T, CN, DENSE && U8>::value) {                    \
                             unsigned u[PX][CN];                                           \
                             const unsigned rest = dense_u8_pixels<LINEAR, CN, PERSPECTIVE, PX>( \
                                 it, fast, x0, count, y, border, border_fill, body_end, u); \
@@ -888,16 +973,16 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, cp::i64 d_c, int b
         }                                                                                 \
     }
 
-CUPYPREP_WARP_FLOAT_KERNEL(affine, false, nearest, warp_nearest, false)
-CUPYPREP_WARP_FLOAT_KERNEL(affine, false, linear, warp_linear, true)
+CUPYPREP_WARP_FLOAT_KERNEL(affine, false, nearest, warp_nearest, false, true)
+CUPYPREP_WARP_FLOAT_KERNEL(affine, false, linear, warp_linear, true, true)
+CUPYPREP_WARP_FLOAT_KERNEL(affine, false, cubic, warp_cubic, false, false)
 CUPYPREP_WARP_KERNEL(affine, false, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval)))
 CUPYPREP_WARP_KERNEL(affine, false, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab)))
-CUPYPREP_WARP_KERNEL(affine, false, cubic, (warp_cubic<T, CN, P>(it, d_c, border, bval)))
-CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, nearest, warp_nearest, false)
-CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, linear, warp_linear, true)
+CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, nearest, warp_nearest, false, true)
+CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, linear, warp_linear, true, true)
+CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, cubic, warp_cubic, false, false)
 CUPYPREP_WARP_KERNEL(perspective, true, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval)))
 CUPYPREP_WARP_KERNEL(perspective, true, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab)))
-CUPYPREP_WARP_KERNEL(perspective, true, cubic, (warp_cubic<T, CN, P>(it, d_c, border, bval)))
 
 // --- matrices made on the device: random_affine, estimate_similarity / align_faces ---
 namespace {

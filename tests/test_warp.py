@@ -702,6 +702,42 @@ def test_kernel_dense_unaligned_sources(kernels, warp_variants, border, channels
     assert {e.split("<")[1] for e in warp_variants} == {f"unsigned char, {channels}, true, {G._WARP_PIXELS_PER_THREAD}, false>"}
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float16, np.float32])
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+def test_kernel_dense_cubic(kernels, monkeypatch, warp_variants, dtype, channels):
+    """Cubic's dense variants (uint8, uint16 and float16 read each window row from the
+    aligned 32-bit words that cover it, where the window ends far enough inside its row)
+    equal the generic kernel bit for bit and cv2 within cubic's tolerance: tight sources,
+    sources one to three bytes off a word that end where their buffer ends (so a read past
+    a row's last tap would show under the emulator's AddressSanitizer), windows of wider
+    images, widths around the window's reach, zoomed so that most windows are inside."""
+    rng = np.random.default_rng(100 + channels)
+    size = np.dtype(dtype).itemsize
+    for w in (4, 5, 6, 9, 33):
+        h = 7 if w < 30 else 5
+        Ms = np.concatenate([edge_matrices(rng, h, w), [cv2.getRotationMatrix2D((w / 2, h / 2), 3.0, 2.5)]])
+        n = len(Ms)
+        host = random_image(rng, (n, h, w, channels), dtype)
+        flat = random_image(rng, (3 + host.size,), dtype)
+        wide = random_image(rng, (n, h + 1, w + 2, channels), dtype)
+        sources = [(kernels.put(host), host), (kernels.put(wide)[:, 1:, 2:], wide[:, 1:, 2:])]
+        for offset in range(1, 4 // size):  # rows 1 to 3 bytes off a word
+            sources.append((kernels.put(flat)[offset:offset + host.size].reshape(host.shape),
+                            flat[offset:offset + host.size].reshape(host.shape)))
+        if size == 1:  # the buffer's last byte is the image's last
+            sources.append((kernels.put(flat)[3:].reshape(host.shape), flat[3:].reshape(host.shape)))
+        for src, ref in sources:
+            for border in ("constant", "reflect101"):
+                dense = check_batch(kernels, src, ref, Ms, (h + 2, w + 1), "cubic", border, 7)
+                monkeypatch.setattr(G, "_WARP_DENSE", False)
+                generic = check_batch(kernels, src, ref, Ms, (h + 2, w + 1), "cubic", border, 7)
+                monkeypatch.setattr(G, "_WARP_DENSE", True)
+                np.testing.assert_array_equal(dense.view(np.uint8), generic.view(np.uint8))
+    ctype = G.C_TYPES[np.dtype(dtype)]
+    assert set(warp_variants) == {f"cupyprep_warp_affine_cubic<{ctype}, {channels}, true, {G._WARP_PIXELS_PER_THREAD}, false>",
+                                  f"cupyprep_warp_affine_cubic<{ctype}, {channels}, false, 1, false>"}
+
+
 @pytest.mark.parametrize("block_x", [16, 4])
 @pytest.mark.parametrize("channels", [3, 4])
 def test_kernel_dense_uint8_tall_interiors(kernels, monkeypatch, warp_variants, channels,
