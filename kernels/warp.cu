@@ -660,12 +660,21 @@ __device__ __forceinline__ int saturate_short(int v) {
 // cvRound of a double, saturated to int (saturate_cast<int>).
 __device__ __forceinline__ int round_int(double v) { return __double2int_rn(v); }
 
+// The width of WarpPerspectiveInvoker's blocks for a dh x dw output: it makes its map in
+// blocks of at most 32 x 32 pixels, min(16, dh) rows by this many columns.
+__device__ __forceinline__ int perspective_block_width(int dh, int dw) {
+    return min(1024 / min(16, max(dh, 1)), dw);
+}
+
 // Source coordinates in 1/32 pixel (or whole pixels for nearest): OpenCV's WarpAffineInvoker
 // and WarpPerspectiveInvoker. Returns the integer cell (saturated to int16, as OpenCV keeps
-// it) and the table index (fy * 32 + fx).
+// it) and the table index (fy * 32 + fx). The perspective one sums as OpenCV does, from its
+// block's first column xb (block_w columns a block): X0 = M0 xb + M1 y + M2, then
+// X0 + M0 (x - xb) (likewise Y and W), which can round otherwise than M0 x + M1 y + M2 (a
+// W of exactly 0 there, the pixel then taken from (0, 0), is 1e-16 summed the other way).
 template <bool PERSPECTIVE, bool NEAREST>
-__device__ __forceinline__ void fixed_coords(const double* m, int x, int y, int& sx, int& sy,
-                                             int& frac) {
+__device__ __forceinline__ void fixed_coords(const double* m, int x, int y, int block_w, int& sx,
+                                             int& sy, int& frac) {
     int X, Y;
     if (!PERSPECTIVE) {
         const int round_delta = NEAREST ? kAbScale / 2 : kAbScale / kTab / 2;
@@ -677,13 +686,16 @@ __device__ __forceinline__ void fixed_coords(const double* m, int x, int y, int&
         X = (int)((unsigned)X0 + (unsigned)adelta) >> (NEAREST ? kAbBits : kAbBits - kInterBits);
         Y = (int)((unsigned)Y0 + (unsigned)bdelta) >> (NEAREST ? kAbBits : kAbBits - kInterBits);
     } else {
-        const double fxd = (double)x, fyd = (double)y;
-        const double X0 = __dadd_rn(__dadd_rn(__dmul_rn(m[0], fxd), __dmul_rn(m[1], fyd)), m[2]);
-        const double Y0 = __dadd_rn(__dadd_rn(__dmul_rn(m[3], fxd), __dmul_rn(m[4], fyd)), m[5]);
-        double W = __dadd_rn(__dadd_rn(__dmul_rn(m[6], fxd), __dmul_rn(m[7], fyd)), m[8]);
+        const int xb = x - x % block_w;
+        const double fxb = (double)xb, fx1 = (double)(x - xb), fyd = (double)y;
+        const double X0 = __dadd_rn(__dadd_rn(__dmul_rn(m[0], fxb), __dmul_rn(m[1], fyd)), m[2]);
+        const double Y0 = __dadd_rn(__dadd_rn(__dmul_rn(m[3], fxb), __dmul_rn(m[4], fyd)), m[5]);
+        const double W0 = __dadd_rn(__dadd_rn(__dmul_rn(m[6], fxb), __dmul_rn(m[7], fyd)), m[8]);
+        double W = __dadd_rn(W0, __dmul_rn(m[6], fx1));
         W = W != 0.0 ? __ddiv_rn(NEAREST ? 1.0 : (double)kTab, W) : 0.0;
         const double lim = 2147483647.0;
-        double fX = __dmul_rn(X0, W), fY = __dmul_rn(Y0, W);
+        double fX = __dmul_rn(__dadd_rn(X0, __dmul_rn(m[0], fx1)), W);
+        double fY = __dmul_rn(__dadd_rn(Y0, __dmul_rn(m[3], fx1)), W);
         fX = fX != fX ? 0.0 : fmax(-lim - 1.0, fmin(lim, fX));
         fY = fY != fY ? 0.0 : fmax(-lim - 1.0, fmin(lim, fY));
         X = round_int(fX);
@@ -702,9 +714,9 @@ __device__ __forceinline__ void fixed_coords(const double* m, int x, int y, int&
 
 template <typename T, int CN, bool PERSPECTIVE>
 __device__ __forceinline__ void warp_nearest_fixed(const Item<T>& it, cp::i64 d_c, int border,
-                                                   const float (&bval)[4]) {
+                                                   const float (&bval)[4], int block_w) {
     int sx, sy, frac;
-    fixed_coords<PERSPECTIVE, true>(it.m, it.x, it.y, sx, sy, frac);
+    fixed_coords<PERSPECTIVE, true>(it.m, it.x, it.y, block_w, sx, sy, frac);
     float p[CN];
     tap<T, CN>(it, sx, sy, border, bval, p);
 #pragma unroll
@@ -717,9 +729,9 @@ __device__ __forceinline__ void warp_nearest_fixed(const Item<T>& it, cp::i64 d_
 template <typename T, int CN, bool PERSPECTIVE>
 __device__ __forceinline__ void warp_linear_fixed(const Item<T>& it, cp::i64 d_c, int border,
                                                   const float (&bval)[4], const short* itab,
-                                                  const float* ftab) {
+                                                  const float* ftab, int block_w) {
     int sx, sy, frac;
-    fixed_coords<PERSPECTIVE, false>(it.m, it.x, it.y, sx, sy, frac);
+    fixed_coords<PERSPECTIVE, false>(it.m, it.x, it.y, block_w, sx, sy, frac);
     if (border == CONSTANT && (sx >= it.w || sx + 1 < 0 || sy >= it.h || sy + 1 < 0)) {
         fill<T, CN>(it.out, d_c, bval);
         return;
@@ -887,6 +899,7 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
     __global__ void cupyprep_warp_##OP##_##NAME(CUPYPREP_WARP_PARAMS) {                   \
         const float bval[4] = {bv0, bv1, bv2, bv3};                                       \
         constexpr bool P = PERSPECTIVE;                                                   \
+        const int block_w = perspective_block_width(dh, dw);                              \
         for (int n = blockIdx.z; n < n_out; n += gridDim.z) {                             \
             Item<T> it = image_item<T>(n, src, !src, src_table, src_list.v, sh, sw, s_n,  \
                                        s_y, s_x, s_c, src_index, mats, mat_step,          \
@@ -976,13 +989,13 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
 CUPYPREP_WARP_FLOAT_KERNEL(affine, false, nearest, warp_nearest, false, true)
 CUPYPREP_WARP_FLOAT_KERNEL(affine, false, linear, warp_linear, true, true)
 CUPYPREP_WARP_FLOAT_KERNEL(affine, false, cubic, warp_cubic, false, false)
-CUPYPREP_WARP_KERNEL(affine, false, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval)))
-CUPYPREP_WARP_KERNEL(affine, false, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab)))
+CUPYPREP_WARP_KERNEL(affine, false, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval, block_w)))
+CUPYPREP_WARP_KERNEL(affine, false, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab, block_w)))
 CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, nearest, warp_nearest, false, true)
 CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, linear, warp_linear, true, true)
 CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, cubic, warp_cubic, false, false)
-CUPYPREP_WARP_KERNEL(perspective, true, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval)))
-CUPYPREP_WARP_KERNEL(perspective, true, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab)))
+CUPYPREP_WARP_KERNEL(perspective, true, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval, block_w)))
+CUPYPREP_WARP_KERNEL(perspective, true, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab, block_w)))
 
 // --- matrices made on the device: random_affine, estimate_similarity / align_faces ---
 namespace {

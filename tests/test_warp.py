@@ -344,6 +344,36 @@ def test_kernel_perspective_matches_cv2(kernels, interpolation, dtype, channels)
     assert_matches_opencv(got, ref, interpolation, dtype)
 
 
+# Homographies (source to destination) under which some pixel's fixed-point coordinates
+# depend on how the sums are associated: OpenCV's block order (X0 at the block's first
+# column, then + M0 x1) against M0 x + M1 y + M2. The first makes W exactly 0 at (3, 1) of
+# a 2 x 4 output (pixel (0, 0) taken); the others at columns past the first block.
+BLOCK_ORDER_CASES = [
+    ((2, 4), [[15 / 32, -11 / 48, 11 / 16], [5 / 32, 1 / 12, 1.0], [5 / 32, -11 / 48, 1.0]]),
+    ((20, 200), [[38 / 48, -40 / 48, 1.0], [-1 / 48, 16 / 48, 20 / 48], [-2 / 48, 10 / 48, 1.0]]),
+    ((20, 200), [[-46 / 48, 8 / 48, 0.0], [34 / 48, -59 / 48, 10 / 48], [10 / 48, -32 / 48, 1.0]]),
+    ((20, 200), [[-39 / 48, -50 / 48, -3 / 48], [59 / 48, -46 / 48, 22 / 48], [27 / 48, -26 / 48, 1.0]]),
+    # 5 rows: blocks of 204 columns (1024 // 5), where blocks of 64 would sum otherwise
+    ((5, 400), [[40 / 48, 10 / 48, 36 / 48], [-41 / 48, 3 / 48, -34 / 48], [-16 / 48, -2 / 48, 1.0]]),
+    ((5, 400), [[58 / 48, -52 / 48, 4 / 48], [38 / 48, 4 / 48, -21 / 48], [-41 / 48, -6 / 48, 1.0]]),
+]
+
+
+@pytest.mark.parametrize("interpolation", ["nearest", "linear"])
+def test_kernel_perspective_fixed_point_block_order(kernels, interpolation):
+    """2-channel perspective warps (OpenCV's fixed-point remap) sum each pixel's coordinates
+    in WarpPerspectiveInvoker's order, from the first column of its block of the map
+    (min(1024 / min(16, rows), cols) columns wide): equal to cv2 where that order decides."""
+    rng = np.random.default_rng(110)
+    host = random_image(rng, (40, 40, 2), np.uint8)
+    for size, M in BLOCK_ORDER_CASES:
+        M = np.array(M)
+        out = kernels.poisoned(size + (2,), np.uint8)
+        got = G.warp_perspective(kernels.put(host), M, size, interpolation=interpolation, out=out)
+        ref = cv2_warp(host, M, size, interpolation, "constant", 0, True)
+        np.testing.assert_array_equal(kernels.get(got), ref)
+
+
 @pytest.mark.parametrize("border", list(BORDERS))
 @pytest.mark.parametrize("interpolation", ["nearest", "linear"])
 def test_kernel_every_border_on_tiny_images(kernels, border, interpolation):
