@@ -785,9 +785,6 @@ __device__ __forceinline__ float element_from_bits(unsigned bits, cp_half) {
 __device__ __forceinline__ float element_from_bits(unsigned bits, unsigned short) {
     return __fsub_rn(__uint_as_float(kTwo23Bits | bits), kTwo23);
 }
-__device__ __forceinline__ float element_from_bits(unsigned bits, unsigned char) {
-    return __fsub_rn(__uint_as_float(kTwo23Bits | bits), kTwo23);
-}
 
 // Element e of the 1- or 2-byte elements packed in words b, as its exact float (integers
 // through the bit pattern 2^23 + v, no conversion instruction).
@@ -795,7 +792,8 @@ template <typename T, int N>
 __device__ __forceinline__ float word_element(const unsigned (&b)[N], int e) {
     if constexpr (sizeof(T) == 1)
         return __fsub_rn(__uint_as_float(__byte_perm(b[e / 4], kTwo23Bits, 0x7440u + (e & 3))), kTwo23);
-    return element_from_bits((b[e / 2] >> (16 * (e & 1))) & 0xFFFFu, T{});
+    else
+        return element_from_bits((b[e / 2] >> (16 * (e & 1))) & 0xFFFFu, T{});
 }
 
 // Cubic's sum over a 4x4 window: the 16 products in float32, row by row. load(r, k, p)
