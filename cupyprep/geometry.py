@@ -497,10 +497,10 @@ def transform_points(points, matrix):
 
 
 # --- the warp op -------------------------------------------------------------------------
-# OpenCV's float warp kernels (nearest, linear; cubic, whose 2-channel form is one too),
-# which also come as dense and several pixels per thread variants, for one strided batch or
-# a list of sources: <type, channels, dense, pixels per thread, list> (the generic
-# variants take either).
+# The warp kernels that follow OpenCV's float coordinates (nearest and linear on 1, 3 and 4
+# channels, cubic on any: _warp_kernel), which also come as dense and several pixels per
+# thread variants, for one strided batch or a list of sources: <type, channels, dense,
+# pixels per thread, list> (the generic variants take either).
 _FLOAT_WARP_KERNELS = ("nearest", "linear", "cubic")
 
 
@@ -531,7 +531,7 @@ def _warp_variants():
              for op in ("affine", "perspective")
              for i in _FLOAT_WARP_KERNELS
              for d in WARP_DTYPES
-             for cn in ((1, 2, 3, 4) if i == "cubic" else (1, 3, 4))
+             for cn in (1, 2, 3, 4) if _warp_kernel(i, cn) == i
              for listed in (False, True)]
     return generic + dense + [_RANDOM_AFFINE_KERNEL, _SIMILARITY_KERNEL]
 

@@ -791,7 +791,7 @@ __device__ __forceinline__ float element_from_bits(unsigned bits, unsigned short
 template <typename T, int N>
 __device__ __forceinline__ float word_element(const unsigned (&b)[N], int e) {
     if constexpr (sizeof(T) == 1)
-        return __fsub_rn(__uint_as_float(__byte_perm(b[e / 4], kTwo23Bits, 0x7440u + (e & 3))), kTwo23);
+        return __fsub_rn(biased(b[e / 4], 0u, e & 3), kTwo23);  // byte e & 3 of word e / 4
     else
         return element_from_bits((b[e / 2] >> (16 * (e & 1))) & 0xFFFFu, T{});
 }
