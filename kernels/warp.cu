@@ -20,8 +20,13 @@
 // image strides stay free), so those strides are compile-time constants, and a thread's PX
 // pixels are stored as whole words where aligned (uint8: 32- or 16-bit words; the other
 // types: 16- or 8-byte words). DENSE uint8 nearest and linear with 3 or 4 channels read
-// each interior tap pair as the aligned 32-bit words that cover its 2 * CN bytes. Only the
-// memory access changes: every pixel's arithmetic is the same in every variant.
+// each interior tap pair as the aligned 32-bit words that cover its 2 * CN bytes; the other
+// types read 8- and 16-byte pixels as one word where the image's start and row stride are
+// aligned to it, and a linear tap pair of 2-byte elements as the 32-bit words that cover
+// it. In a dense kernel, pixels that need border logic wait until the thread's group is
+// stored and are then made one at a time (a small unrolled loop for the instruction
+// cache). Only the memory access changes: every pixel's arithmetic is the same in every
+// variant.
 //
 // OpenCV has two implementations, and picks by channel count and interpolation; each is
 // reproduced step by step, as a family of kernels here:
@@ -112,6 +117,7 @@ struct Item {
     float mf[9];
     T* out;
     int x, y;
+    bool words;  // DENSE, 8- or 16-byte pixels: read as whole words (pixel_words)
 };
 
 // The per-image part of an Item, set up once per output image.
@@ -146,6 +152,7 @@ __device__ __forceinline__ Item<T> image_item(int n, const T* src,
     for (int j = 0; j < 9; ++j) it.mf[j] = 0.f;
     it.out = nullptr;
     it.x = it.y = 0;
+    it.words = false;
     return it;
 }
 
@@ -192,6 +199,51 @@ __device__ __forceinline__ float load_float<cp_half>(const cp_half* p) {
     return cp::to_float(h);
 }
 
+// --- word reads of dense sources ------------------------------------------------------
+using cp::kTwo23;
+using cp::kTwo23Bits;
+
+// Byte k of the 8 bytes (lo, hi) as the float 2^23 + byte.
+__device__ __forceinline__ float biased(unsigned lo, unsigned hi, int k) {
+    return __uint_as_float(__byte_perm(k < 4 ? lo : hi, kTwo23Bits, 0x7440u + (k & 3)));
+}
+
+// The 4 * N bytes at p (any alignment) as N 32-bit words, from the aligned words that
+// cover them: those reach back at most 3 bytes (to the word holding p, in the same
+// allocation) and, where p is not aligned, up to 3 bytes past the last.
+template <int N>
+__device__ __forceinline__ void row_words(const unsigned char* p, unsigned (&b)[N]) {
+    const unsigned long long a = (unsigned long long)p;
+    const unsigned* w = reinterpret_cast<const unsigned*>(a & ~3ull);
+    const unsigned shift = (unsigned)(a & 3u) * 8;
+    unsigned x[N + 1];
+#pragma unroll
+    for (int k = 0; k < N; ++k) x[k] = __ldg(w + k);
+    x[N] = shift ? __ldg(w + N) : 0u;
+#pragma unroll
+    for (int k = 0; k < N; ++k) b[k] = __funnelshift_r(x[k], x[k + 1], shift);
+}
+
+// A 16-bit element's float from its bits.
+__device__ __forceinline__ float element_from_bits(unsigned bits, cp_half) {
+    return cp::to_float(cp_half{(unsigned short)bits});
+}
+__device__ __forceinline__ float element_from_bits(unsigned bits, unsigned short) {
+    return __fsub_rn(__uint_as_float(kTwo23Bits | bits), kTwo23);
+}
+
+// Element e of the elements packed in words b, as its exact float (integers through the
+// bit pattern 2^23 + v, no conversion instruction).
+template <typename T, int N>
+__device__ __forceinline__ float word_element(const unsigned (&b)[N], int e) {
+    if constexpr (sizeof(T) == 1)
+        return __fsub_rn(biased(b[e / 4], 0u, e & 3), kTwo23);  // byte e & 3 of word e / 4
+    else if constexpr (sizeof(T) == 2)
+        return element_from_bits((b[e / 2] >> (16 * (e & 1))) & 0xFFFFu, T{});
+    else
+        return __uint_as_float(b[e]);
+}
+
 // A source's pixel and channel strides: compile-time constants for DENSE pixels.
 template <bool DENSE, int CN, typename T>
 __device__ __forceinline__ cp::i64 pixel_step(const Item<T>& it) {
@@ -202,14 +254,47 @@ __device__ __forceinline__ cp::i64 channel_step(const Item<T>& it) {
     return DENSE ? (cp::i64)1 : it.s_c;
 }
 
+// Dense pixels of 8 or 16 bytes (4 channels of 2-byte elements, 2 or 4 of float32) go as
+// one aligned 8- or 16-byte word where the image's first pixel and row stride are
+// multiples of the pixel's size (Item::words, set per image), so that every pixel is.
+template <typename T, int CN>
+struct pixel_words {
+    static constexpr int kBytes = CN * (int)sizeof(T);
+    static constexpr bool value = kBytes == 8 || kBytes == 16;
+    __device__ __forceinline__ static bool aligned(const T* img, cp::i64 s_y) {
+        return (((unsigned long long)img | (unsigned long long)s_y * sizeof(T)) & (kBytes - 1)) == 0;
+    }
+};
+
+// The CN elements of the pixel at q, inside the image.
+template <typename T, int CN, bool DENSE>
+__device__ __forceinline__ void load_pixel(const Item<T>& it, const T* q, float (&p)[CN]) {
+    if constexpr (DENSE && pixel_words<T, CN>::value) {
+        if (it.words) {
+            unsigned b[pixel_words<T, CN>::kBytes / 4];
+            if constexpr (pixel_words<T, CN>::kBytes == 16) {
+                const uint4 u = __ldg(reinterpret_cast<const uint4*>(q));
+                b[0] = u.x, b[1] = u.y, b[2] = u.z, b[3] = u.w;
+            } else {
+                const uint2 u = __ldg(reinterpret_cast<const uint2*>(q));
+                b[0] = u.x, b[1] = u.y;
+            }
+#pragma unroll
+            for (int c = 0; c < CN; ++c) p[c] = word_element<T>(b, c);
+            return;
+        }
+    }
+    const cp::i64 s_c = channel_step<DENSE>(it);
+#pragma unroll
+    for (int c = 0; c < CN; ++c) p[c] = load_float(q + c * s_c);
+}
+
 template <typename T, int CN, bool DENSE = false>
 __device__ __forceinline__ void tap(const Item<T>& it, int ix, int iy, int border,
                                     const float (&bval)[4], float (&p)[CN]) {
-    const cp::i64 s_x = pixel_step<DENSE, CN>(it), s_c = channel_step<DENSE>(it);
+    const cp::i64 s_x = pixel_step<DENSE, CN>(it);
     if ((unsigned)ix < (unsigned)it.w && (unsigned)iy < (unsigned)it.h) {
-        const T* q = it.img + (cp::i64)iy * it.s_y + (cp::i64)ix * s_x;
-#pragma unroll
-        for (int c = 0; c < CN; ++c) p[c] = load_float(q + c * s_c);
+        load_pixel<T, CN, DENSE>(it, it.img + (cp::i64)iy * it.s_y + (cp::i64)ix * s_x, p);
         return;
     }
     const int bx = border_index(ix, it.w, border), by = border_index(iy, it.h, border);
@@ -218,17 +303,42 @@ __device__ __forceinline__ void tap(const Item<T>& it, int ix, int iy, int borde
         for (int c = 0; c < CN; ++c) p[c] = bval[c];
         return;
     }
-    const T* q = it.img + (cp::i64)by * it.s_y + (cp::i64)bx * s_x;
-#pragma unroll
-    for (int c = 0; c < CN; ++c) p[c] = load_float(q + c * s_c);
+    load_pixel<T, CN, DENSE>(it, it.img + (cp::i64)by * it.s_y + (cp::i64)bx * s_x, p);
 }
 
-// Taps ix and ix + 1 of one source row, both inside the image.
+// How many pixels past a row's tap pair (ix, ix + 1) row_pair's reads may reach: dense
+// 2-byte elements go as the aligned 32-bit words that cover the pair's 4 * CN bytes, one
+// element past its end where it starts off a word (a whole-word pixel does not).
+template <typename T, int CN, bool DENSE>
+struct pair_reach {
+    static constexpr int value = DENSE && sizeof(T) == 2 ? 1 : 0;
+};
+
+// Taps ix and ix + 1 of one source row, inside the image with pair_reach's pixels after
+// them.
 template <typename T, int CN, bool DENSE>
 __device__ __forceinline__ void row_pair(const Item<T>& it, const T* row, int ix,
                                          float (&a)[CN], float (&b)[CN]) {
-    const cp::i64 s_x = pixel_step<DENSE, CN>(it), s_c = channel_step<DENSE>(it);
+    const cp::i64 s_x = pixel_step<DENSE, CN>(it);
     const T* q = row + (cp::i64)ix * s_x;
+    if constexpr (DENSE && pixel_words<T, CN>::value) {
+        if (it.words) {
+            load_pixel<T, CN, DENSE>(it, q, a);
+            load_pixel<T, CN, DENSE>(it, q + s_x, b);
+            return;
+        }
+    }
+    if constexpr (pair_reach<T, CN, DENSE>::value > 0) {
+        unsigned w[CN];  // the pair's 2 * CN elements
+        row_words<CN>(reinterpret_cast<const unsigned char*>(q), w);
+#pragma unroll
+        for (int c = 0; c < CN; ++c) {
+            a[c] = word_element<T>(w, c);
+            b[c] = word_element<T>(w, CN + c);
+        }
+        return;
+    }
+    const cp::i64 s_c = channel_step<DENSE>(it);
 #pragma unroll
     for (int c = 0; c < CN; ++c) {
         a[c] = load_float(q + c * s_c);
@@ -271,6 +381,43 @@ __device__ __forceinline__ void linear_cell(const float (&m)[9], int x, int y, b
     b = __fsub_rn(sy, (float)iy);
 }
 
+// Linear, constant border: whether every tap of cell (ix, iy) lies outside the image (the
+// pixel is then the border value itself).
+template <typename T>
+__device__ __forceinline__ bool linear_outside(const Item<T>& it, int ix, int iy) {
+    return (unsigned)(ix + 1) >= (unsigned)(it.w + 1) || (unsigned)(iy + 1) >= (unsigned)(it.h + 1);
+}
+
+// Whether all four taps of cell (ix, iy) lie inside the image, with the pixels row_pair's
+// reads reach past them: linear_taps then needs no border logic (most pixels of a warp).
+template <typename T, int CN, bool DENSE>
+__device__ __forceinline__ bool linear_inside(const Item<T>& it, int ix, int iy) {
+    constexpr int kReach = pair_reach<T, CN, DENSE>::value;
+    return (unsigned)ix < (unsigned)(kReach ? max(it.w - 1 - kReach, 0) : it.w - 1) &&
+           (unsigned)iy < (unsigned)(it.h - 1);
+}
+
+template <typename T, int CN, bool DENSE>
+__device__ __forceinline__ void linear_taps(const Item<T>& it, int ix, int iy, float (&p00)[CN],
+                                            float (&p01)[CN], float (&p10)[CN],
+                                            float (&p11)[CN]) {
+    const T* r0 = it.img + (cp::i64)iy * it.s_y;
+    row_pair<T, CN, DENSE>(it, r0, ix, p00, p01);
+    row_pair<T, CN, DENSE>(it, r0 + it.s_y, ix, p10, p11);
+}
+
+template <typename T, int CN>
+__device__ __forceinline__ void linear_mix(float a, float b, const float (&p00)[CN],
+                                           const float (&p01)[CN], const float (&p10)[CN],
+                                           const float (&p11)[CN], T (&v)[CN]) {
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+        const float v0 = __fmaf_rn(a, __fsub_rn(p01[c], p00[c]), p00[c]);
+        const float v1 = __fmaf_rn(a, __fsub_rn(p11[c], p10[c]), p10[c]);
+        v[c] = cp::from_float<T>(__fmaf_rn(b, __fsub_rn(v1, v0), v0));
+    }
+}
+
 template <typename T, int CN, bool PERSPECTIVE, bool DENSE>
 __device__ __forceinline__ void warp_linear(const Item<T>& it, int x, int y, int border,
                                             const float (&bval)[4], const T (&border_fill)[CN],
@@ -278,30 +425,85 @@ __device__ __forceinline__ void warp_linear(const Item<T>& it, int x, int y, int
     int ix, iy;
     float a, b;
     linear_cell<PERSPECTIVE>(it.mf, x, y, x < body_end, ix, iy, a, b);
-    // constant border: a pixel whose taps all lie outside is the border value itself
-    if (border == CONSTANT &&
-        ((unsigned)(ix + 1) >= (unsigned)(it.w + 1) || (unsigned)(iy + 1) >= (unsigned)(it.h + 1))) {
+    if (border == CONSTANT && linear_outside(it, ix, iy)) {
 #pragma unroll
         for (int c = 0; c < CN; ++c) v[c] = border_fill[c];
         return;
     }
     float p00[CN], p01[CN], p10[CN], p11[CN];
-    if ((unsigned)ix < (unsigned)(it.w - 1) && (unsigned)iy < (unsigned)(it.h - 1)) {
-        // all four taps inside: no border logic (most pixels of a warp)
-        const T* r0 = it.img + (cp::i64)iy * it.s_y;
-        row_pair<T, CN, DENSE>(it, r0, ix, p00, p01);
-        row_pair<T, CN, DENSE>(it, r0 + it.s_y, ix, p10, p11);
+    if (linear_inside<T, CN, DENSE>(it, ix, iy)) {
+        linear_taps<T, CN, DENSE>(it, ix, iy, p00, p01, p10, p11);
     } else {
         tap<T, CN, DENSE>(it, ix, iy, border, bval, p00);
         tap<T, CN, DENSE>(it, ix + 1, iy, border, bval, p01);
         tap<T, CN, DENSE>(it, ix, iy + 1, border, bval, p10);
         tap<T, CN, DENSE>(it, ix + 1, iy + 1, border, bval, p11);
     }
+    linear_mix<T, CN>(a, b, p00, p01, p10, p11, v);
+}
+
+// The dense kernels' first pass over a thread's pixels (other than uint8's fast path):
+// warp_nearest's / warp_linear's result where it needs no border logic (taps inside, or a
+// constant border's value where they all lie outside); any other pixel takes the border
+// fill for now and sets `bit` in `rest`, for dense_rest after the group's store. Keeping
+// the border logic out of the unrolled loop keeps that loop small in the instruction cache.
+template <typename T, int CN, bool PERSPECTIVE>
+__device__ __forceinline__ void nearest_first(const Item<T>& it, int x, int y, int border,
+                                              const float (&)[4], const T (&border_fill)[CN],
+                                              int body_end, T (&v)[CN], unsigned& rest,
+                                              unsigned bit) {
+    float sx, sy;
+    float_coords<PERSPECTIVE>(it.mf, x, y, x < body_end, sx, sy);
+    const int ix = __float2int_rn(tame(sx)), iy = __float2int_rn(tame(sy));
+    if ((unsigned)ix < (unsigned)it.w && (unsigned)iy < (unsigned)it.h) {
+        float p[CN];
+        load_pixel<T, CN, true>(it, it.img + (cp::i64)iy * it.s_y + (cp::i64)ix * CN, p);
 #pragma unroll
-    for (int c = 0; c < CN; ++c) {
-        const float v0 = __fmaf_rn(a, __fsub_rn(p01[c], p00[c]), p00[c]);
-        const float v1 = __fmaf_rn(a, __fsub_rn(p11[c], p10[c]), p10[c]);
-        v[c] = cp::from_float<T>(__fmaf_rn(b, __fsub_rn(v1, v0), v0));
+        for (int c = 0; c < CN; ++c) v[c] = cp::from_float<T>(p[c]);
+        return;
+    }
+#pragma unroll
+    for (int c = 0; c < CN; ++c) v[c] = border_fill[c];
+    if (border != CONSTANT) rest |= bit;
+}
+
+template <typename T, int CN, bool PERSPECTIVE>
+__device__ __forceinline__ void linear_first(const Item<T>& it, int x, int y, int border,
+                                             const float (&)[4], const T (&border_fill)[CN],
+                                             int body_end, T (&v)[CN], unsigned& rest,
+                                             unsigned bit) {
+    int ix, iy;
+    float a, b;
+    linear_cell<PERSPECTIVE>(it.mf, x, y, x < body_end, ix, iy, a, b);
+    if (linear_inside<T, CN, true>(it, ix, iy)) {
+        float p00[CN], p01[CN], p10[CN], p11[CN];
+        linear_taps<T, CN, true>(it, ix, iy, p00, p01, p10, p11);
+        linear_mix<T, CN>(a, b, p00, p01, p10, p11, v);
+        return;
+    }
+#pragma unroll
+    for (int c = 0; c < CN; ++c) v[c] = border_fill[c];
+    if (border != CONSTANT || !linear_outside(it, ix, iy)) rest |= bit;
+}
+
+// The pixels a first pass left (bits of `rest`), one at a time through warp_nearest /
+// warp_linear, stored over what the group's store wrote for them.
+template <typename T, int CN, bool PERSPECTIVE, bool LINEAR>
+__device__ __forceinline__ void dense_rest(const Item<T>& it, T* out, unsigned rest, int x0,
+                                           int y, int border, const float (&bval)[4],
+                                           const T (&border_fill)[CN], int body_end) {
+    while (rest) {
+        const int p = __ffs((int)rest) - 1;
+        rest &= rest - 1;
+        T u[CN];
+        if (LINEAR)
+            warp_linear<T, CN, PERSPECTIVE, true>(it, x0 + p, y, border, bval, border_fill,
+                                                  body_end, u);
+        else
+            warp_nearest<T, CN, PERSPECTIVE, true>(it, x0 + p, y, border, bval, border_fill,
+                                                   body_end, u);
+#pragma unroll
+        for (int c = 0; c < CN; ++c) out[p * CN + c] = u[c];
     }
 }
 
@@ -429,8 +631,6 @@ struct dense_u8 {
     static constexpr bool value = DENSE && sizeof(T) == 1 && (CN == 3 || CN == 4);
 };
 
-using cp::kTwo23;
-using cp::kTwo23Bits;
 constexpr float kRound = 12582912.f;  // 1.5 * 2^23
 constexpr unsigned kRoundBits = 0x4B400000u;
 
@@ -477,11 +677,6 @@ __device__ __forceinline__ bool outside_u8(const DenseU8& d, float sx, float sy)
 __device__ __forceinline__ unsigned window4(const unsigned* words, unsigned off) {
     const unsigned* w = words + ((int)off >> 2);
     return __funnelshift_r(__ldg(w), __ldg(w + 1), off << 3);
-}
-
-// Byte k of the 8 bytes (lo, hi) as the float 2^23 + byte.
-__device__ __forceinline__ float biased(unsigned lo, unsigned hi, int k) {
-    return __uint_as_float(__byte_perm(k < 4 ? lo : hi, kTwo23Bits, 0x7440u + (k & 3)));
 }
 
 // warp_linear's blend of four taps given as 2^23 + value (row, column): the low byte of
@@ -762,40 +957,6 @@ __device__ __forceinline__ void warp_linear_fixed(const Item<T>& it, cp::i64 d_c
     }
 }
 
-// The 4 * N bytes at p (any alignment) as N 32-bit words, from the aligned words that
-// cover them: those reach back at most 3 bytes (to the word holding p, in the same
-// allocation) and, where p is not aligned, up to 3 bytes past the last.
-template <int N>
-__device__ __forceinline__ void row_words(const unsigned char* p, unsigned (&b)[N]) {
-    const unsigned long long a = (unsigned long long)p;
-    const unsigned* w = reinterpret_cast<const unsigned*>(a & ~3ull);
-    const unsigned shift = (unsigned)(a & 3u) * 8;
-    unsigned x[N + 1];
-#pragma unroll
-    for (int k = 0; k < N; ++k) x[k] = __ldg(w + k);
-    x[N] = shift ? __ldg(w + N) : 0u;
-#pragma unroll
-    for (int k = 0; k < N; ++k) b[k] = __funnelshift_r(x[k], x[k + 1], shift);
-}
-
-// A 16-bit element's float from its bits.
-__device__ __forceinline__ float element_from_bits(unsigned bits, cp_half) {
-    return cp::to_float(cp_half{(unsigned short)bits});
-}
-__device__ __forceinline__ float element_from_bits(unsigned bits, unsigned short) {
-    return __fsub_rn(__uint_as_float(kTwo23Bits | bits), kTwo23);
-}
-
-// Element e of the 1- or 2-byte elements packed in words b, as its exact float (integers
-// through the bit pattern 2^23 + v, no conversion instruction).
-template <typename T, int N>
-__device__ __forceinline__ float word_element(const unsigned (&b)[N], int e) {
-    if constexpr (sizeof(T) == 1)
-        return __fsub_rn(biased(b[e / 4], 0u, e & 3), kTwo23);  // byte e & 3 of word e / 4
-    else
-        return element_from_bits((b[e / 2] >> (16 * (e & 1))) & 0xFFFFu, T{});
-}
-
 // Cubic's sum over a 4x4 window: the 16 products in float32, row by row. load(r, k, p)
 // gives tap (row r, column k) of the window.
 template <int CN, typename Load>
@@ -865,7 +1026,7 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
     constexpr bool kWords = DENSE && sizeof(T) <= 2;
     constexpr int kPixel = CN * (int)sizeof(T), kPast = kWords ? (3 + kPixel - 1) / kPixel : 0;
     if (ix >= 1 && ix + 2 + kPast < it.w && iy >= 1 && iy + 2 < it.h) {
-        const cp::i64 s_x = pixel_step<DENSE, CN>(it), s_c = channel_step<DENSE>(it);
+        const cp::i64 s_x = pixel_step<DENSE, CN>(it);
         const T* first = it.img + (cp::i64)(iy - 1) * it.s_y + (cp::i64)(ix - 1) * s_x;
         if constexpr (kWords) {
             unsigned b[4][kPixel];  // a row's 4 * kPixel bytes as kPixel words
@@ -878,9 +1039,7 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
             }, wx, wy, acc);
         } else {
             cubic_sum<CN>([&](int r, int k, float (&p)[CN]) {
-                const T* q = first + r * it.s_y + k * s_x;
-#pragma unroll
-                for (int c = 0; c < CN; ++c) p[c] = load_float(q + c * s_c);
+                load_pixel<T, CN, DENSE>(it, first + r * it.s_y + k * s_x, p);
             }, wx, wy, acc);
         }
     } else {
@@ -888,6 +1047,15 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
     }
 #pragma unroll
     for (int c = 0; c < CN; ++c) v[c] = cp::from_float<T>(acc[c]);
+}
+
+// Cubic in the dense kernels' first pass: the whole pixel (its border logic is already out
+// of line in cubic_border_sum), never left to dense_rest.
+template <typename T, int CN, bool PERSPECTIVE>
+__device__ __forceinline__ void cubic_first(const Item<T>& it, int x, int y, int border,
+                                            const float (&bval)[4], const T (&border_fill)[CN],
+                                            int body_end, T (&v)[CN], unsigned&, unsigned) {
+    warp_cubic<T, CN, PERSPECTIVE, true>(it, x, y, border, bval, border_fill, body_end, v);
 }
 
 }  // namespace
@@ -919,8 +1087,9 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
         }                                                                                 \
     }
 
-// Nearest, linear and cubic: <T, CN, DENSE, PX, LIST> (see the file comment; U8: whether
-// DENSE uint8 takes the interior fast path, nearest and linear only); a thread makes PX
+// Nearest, linear and cubic: <T, CN, DENSE, PX, LIST> (see the file comment; PIXEL makes a
+// whole pixel, FIRST a dense kernel's first pass over it, leaving pixels to dense_rest; U8:
+// whether DENSE uint8 takes the interior fast path, nearest and linear only); a thread makes PX
 // pixels side by side (x0 .. x0 + PX - 1, those below dw) in each of its rows. Blocks may
 // be 2-D: blockIdx.y then covers rows_per_block * blockDim.y rows, and threadIdx.y takes
 // every blockDim.y-th of them, so a warp can cover a tile of several rows (a rotated
@@ -929,7 +1098,7 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
 // whether their sources are a list (LIST) or one strided batch, whose geometry then stays
 // in kernel parameters rather than registers (a run-time test there cost the 3-channel
 // uint8 kernel 4 registers).
-#define CUPYPREP_WARP_FLOAT_KERNEL(OP, PERSPECTIVE, NAME, PIXEL, LINEAR, U8)              \
+#define CUPYPREP_WARP_FLOAT_KERNEL(OP, PERSPECTIVE, NAME, PIXEL, FIRST, LINEAR, U8)       \
     template <typename T, int CN, bool DENSE, int PX, bool LIST>                          \
     __global__ void cupyprep_warp_##OP##_##NAME(CUPYPREP_WARP_PARAMS) {                   \
         const float bval[4] = {bv0, bv1, bv2, bv3};                                       \
@@ -942,6 +1111,8 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
                                        sh, sw, s_n, s_y, s_x, s_c, src_index, mats,       \
                                        mat_step, mat_value.v);                            \
             for (int j = 0; j < (PERSPECTIVE ? 9 : 6); ++j) it.mf[j] = (float)it.m[j];    \
+            if constexpr (DENSE && pixel_words<T, CN>::value)                             \
+                it.words = pixel_words<T, CN>::aligned(it.img, it.s_y);                   \
             DenseU8 fast{};                                                               \
             if constexpr (dense_u8<T, CN, DENSE && U8>::value)                                  \
                 fast = dense_u8_image<LINEAR, CN>(it);                                    \
@@ -967,6 +1138,21 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
                                                                        border, bval,      \
                                                                        border_fill,       \
                                                                        body_end);         \
+                        } else if constexpr (DENSE) {                                     \
+                            T v[PX][CN];                                                  \
+                            unsigned rest = 0;                                            \
+                            _Pragma("unroll") for (int p = 0; p < PX; ++p) {              \
+                                if (p < count)                                            \
+                                    FIRST<T, CN, PERSPECTIVE>(it, x0 + p, y, border, bval, \
+                                                              border_fill, body_end, v[p], \
+                                                              rest, 1u << p);             \
+                            }                                                             \
+                            store_pixels<T, CN, true, PX>(out, count, d_x, d_c, v);       \
+                            if (rest)                                                     \
+                                dense_rest<T, CN, PERSPECTIVE, LINEAR>(it, out, rest, x0, \
+                                                                       y, border, bval,   \
+                                                                       border_fill,       \
+                                                                       body_end);         \
                         } else {                                                          \
                             T v[PX][CN];                                                  \
                             _Pragma("unroll") for (int p = 0; p < PX; ++p) {              \
@@ -984,14 +1170,14 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
         }                                                                                 \
     }
 
-CUPYPREP_WARP_FLOAT_KERNEL(affine, false, nearest, warp_nearest, false, true)
-CUPYPREP_WARP_FLOAT_KERNEL(affine, false, linear, warp_linear, true, true)
-CUPYPREP_WARP_FLOAT_KERNEL(affine, false, cubic, warp_cubic, false, false)
+CUPYPREP_WARP_FLOAT_KERNEL(affine, false, nearest, warp_nearest, nearest_first, false, true)
+CUPYPREP_WARP_FLOAT_KERNEL(affine, false, linear, warp_linear, linear_first, true, true)
+CUPYPREP_WARP_FLOAT_KERNEL(affine, false, cubic, warp_cubic, cubic_first, false, false)
 CUPYPREP_WARP_KERNEL(affine, false, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval, block_w)))
 CUPYPREP_WARP_KERNEL(affine, false, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab, block_w)))
-CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, nearest, warp_nearest, false, true)
-CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, linear, warp_linear, true, true)
-CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, cubic, warp_cubic, false, false)
+CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, nearest, warp_nearest, nearest_first, false, true)
+CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, linear, warp_linear, linear_first, true, true)
+CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, cubic, warp_cubic, cubic_first, false, false)
 CUPYPREP_WARP_KERNEL(perspective, true, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval, block_w)))
 CUPYPREP_WARP_KERNEL(perspective, true, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab, block_w)))
 

@@ -736,11 +736,13 @@ def test_kernel_dense_unaligned_sources(kernels, warp_variants, border, channels
 @pytest.mark.parametrize("channels", [1, 2, 3, 4])
 def test_kernel_dense_cubic(kernels, monkeypatch, warp_variants, dtype, channels):
     """Cubic's dense variants (uint8, uint16 and float16 read each window row from the
-    aligned 32-bit words that cover it, where the window ends far enough inside its row)
-    equal the generic kernel bit for bit and cv2 within cubic's tolerance: tight sources,
-    sources one to three bytes off a word that end where their buffer ends (so a read past
-    a row's last tap would show under the emulator's AddressSanitizer), windows of wider
-    images, widths around the window's reach, zoomed so that most windows are inside."""
+    aligned 32-bit words that cover it, float32 of 1 or 3 channels from the aligned 8-byte
+    words, where the window ends far enough inside its row; 8- and 16-byte pixels go as
+    one word where aligned) equal the generic kernel bit for bit and cv2 within cubic's
+    tolerance: tight sources, sources off a word, one of them ending where its buffer ends
+    (so a read past a row's last tap would show under the emulator's AddressSanitizer),
+    windows of wider images, widths around the window's reach, zoomed so that most windows
+    are inside."""
     rng = np.random.default_rng(100 + channels)
     size = np.dtype(dtype).itemsize
     for w in (4, 5, 6, 9, 33):
@@ -751,11 +753,12 @@ def test_kernel_dense_cubic(kernels, monkeypatch, warp_variants, dtype, channels
         flat = random_image(rng, (3 + host.size,), dtype)
         wide = random_image(rng, (n, h + 1, w + 2, channels), dtype)
         sources = [(kernels.put(host), host), (kernels.put(wide)[:, 1:, 2:], wide[:, 1:, 2:])]
-        for offset in range(1, 4 // size):  # rows 1 to 3 bytes off a word
+        # rows 1 to 3 bytes off a word (float32: 4 bytes off an 8-byte word)
+        for offset in range(1, max(2, 4 // size)):
             sources.append((kernels.put(flat)[offset:offset + host.size].reshape(host.shape),
                             flat[offset:offset + host.size].reshape(host.shape)))
-        if size == 1:  # the buffer's last byte is the image's last
-            sources.append((kernels.put(flat)[3:].reshape(host.shape), flat[3:].reshape(host.shape)))
+        # the buffer's last element is the image's last (3 elements in: off a word)
+        sources.append((kernels.put(flat)[3:].reshape(host.shape), flat[3:].reshape(host.shape)))
         for src, ref in sources:
             for border in ("constant", "reflect101"):
                 dense = check_batch(kernels, src, ref, Ms, (h + 2, w + 1), "cubic", border, 7)
@@ -873,6 +876,47 @@ def test_kernel_dense_other_types_output_alignments(kernels, warp_variants, dtyp
         np.testing.assert_array_equal(got[outside], poison[outside])
     dense = f"{channels}, true, {G._WARP_PIXELS_PER_THREAD}, false>"
     assert len(warp_variants) == 10 and all(e.endswith(dense) for e in warp_variants)
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.float16, np.float32])
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_kernel_dense_other_types_source_words(kernels, warp_variants, dtype, channels):
+    """The dense nearest / linear variants of the other types read sources as words: 8- and
+    16-byte pixels (4 channels of 2-byte elements, 4 of float32) as one aligned word where
+    the image's start and row pitch allow it, and a tap pair of 2-byte elements as the
+    aligned 32-bit words that cover it (one element past the pair where it starts off a
+    word, so the pair must end a pixel inside its row). Sources: tight; starting 1 to 3
+    elements into a buffer whose end is the image's last element (a read past it shows
+    under the emulator's AddressSanitizer); windows of wider images; rows whose pitch is not
+    a multiple of the pixel. Widths around the reach; every border. All equal to cv2."""
+    rng = np.random.default_rng(130 + channels)
+    borders = list(BORDERS)
+    for w in (2, 3, 4, 5, 33):
+        h = 5
+        # the last image's taps visit every column and row (edge_matrices' first shift)
+        edge = edge_matrices(rng, h, w)
+        Ms = np.concatenate([[cv2.getRotationMatrix2D((w / 2, h / 2), 4.0, 2.5)], edge[1:], edge[:1]])
+        n = len(Ms)
+        host = random_image(rng, (n, h, w, channels), dtype)
+        flat = random_image(rng, (3 + host.size,), dtype)
+        wide = random_image(rng, (n, h + 1, w + 2, channels), dtype)
+        pitch = w * channels + 1
+        rows = random_image(rng, (n * h * pitch,), dtype)
+        pitched = kernels.put(rows).reshape(n, h, pitch)[:, :, :w * channels].reshape(host.shape)
+        assert pitched.strides[1] == pitch * np.dtype(dtype).itemsize
+        sources = [(kernels.put(host), host), (kernels.put(wide)[:, 1:, 2:], wide[:, 1:, 2:]),
+                   (pitched, rows.reshape(n, h, pitch)[:, :, :w * channels].reshape(host.shape))]
+        for offset in (1, 2, 3):
+            sources.append((kernels.put(flat)[offset:offset + host.size].reshape(host.shape),
+                            flat[offset:offset + host.size].reshape(host.shape)))
+        sources.append((kernels.put(flat)[3:].reshape(host.shape), flat[3:].reshape(host.shape)))
+        for k, (src, ref) in enumerate(sources):
+            for i, interpolation in enumerate(("nearest", "linear")):
+                border = borders[(k + 2 * i + w) % len(borders)]
+                check_batch(kernels, src, ref, Ms, (h + 1, w + 2), interpolation, border, 7)
+    ctype = G.C_TYPES[np.dtype(dtype)]
+    assert set(warp_variants) == {f"cupyprep_warp_affine_{i}<{ctype}, {channels}, true, "
+                                  f"{G._WARP_PIXELS_PER_THREAD}, false>" for i in ("nearest", "linear")}
 
 
 @pytest.mark.parametrize("value", [0, 255])
