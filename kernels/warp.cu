@@ -224,6 +224,25 @@ __device__ __forceinline__ void row_words(const unsigned char* p, unsigned (&b)[
     for (int k = 0; k < N; ++k) b[k] = __funnelshift_r(x[k], x[k + 1], shift);
 }
 
+// The N 32-bit elements at p (4-byte aligned; N even) as N / 2 aligned 8-byte loads: where
+// p is not 8-byte aligned those start 4 bytes before p (in the 8-byte word holding it) and
+// the last element comes as one more 4-byte load, so nothing past p + N is read.
+template <int N>
+__device__ __forceinline__ void row_words8(const void* p, unsigned (&b)[N]) {
+    const unsigned long long a = (unsigned long long)p;
+    const uint2* w = reinterpret_cast<const uint2*>(a & ~7ull);
+    const bool odd = (a & 4u) != 0;
+    unsigned x[N + 1];
+#pragma unroll
+    for (int k = 0; k < N / 2; ++k) {
+        const uint2 u = __ldg(w + k);
+        x[2 * k] = u.x, x[2 * k + 1] = u.y;
+    }
+    x[N] = odd ? __ldg(reinterpret_cast<const unsigned*>(w + N / 2)) : 0u;
+#pragma unroll
+    for (int k = 0; k < N; ++k) b[k] = odd ? x[k + 1] : x[k];
+}
+
 // A 16-bit element's float from its bits.
 __device__ __forceinline__ float element_from_bits(unsigned bits, cp_half) {
     return cp::to_float(cp_half{(unsigned short)bits});
@@ -308,7 +327,9 @@ __device__ __forceinline__ void tap(const Item<T>& it, int ix, int iy, int borde
 
 // How many pixels past a row's tap pair (ix, ix + 1) row_pair's reads may reach: dense
 // 2-byte elements go as the aligned 32-bit words that cover the pair's 4 * CN bytes, one
-// element past its end where it starts off a word (a whole-word pixel does not).
+// element past its end where it starts off a word (a whole-word pixel reaches nowhere, but
+// takes the same bound); float32 of 3 channels (and 4 where not aligned for whole words) as
+// row_words8, which stays within.
 template <typename T, int CN, bool DENSE>
 struct pair_reach {
     static constexpr int value = DENSE && sizeof(T) == 2 ? 1 : 0;
@@ -328,9 +349,13 @@ __device__ __forceinline__ void row_pair(const Item<T>& it, const T* row, int ix
             return;
         }
     }
-    if constexpr (pair_reach<T, CN, DENSE>::value > 0) {
-        unsigned w[CN];  // the pair's 2 * CN elements
-        row_words<CN>(reinterpret_cast<const unsigned char*>(q), w);
+    // (a float32 pixel of one channel: two 4-byte loads measured faster than row_words8)
+    if constexpr (DENSE && (sizeof(T) == 2 || (sizeof(T) == 4 && CN > 1))) {
+        unsigned w[sizeof(T) == 4 ? 2 * CN : CN];  // the pair's 2 * CN elements
+        if constexpr (sizeof(T) == 4)
+            row_words8<2 * CN>(q, w);
+        else
+            row_words<CN>(reinterpret_cast<const unsigned char*>(q), w);
 #pragma unroll
         for (int c = 0; c < CN; ++c) {
             a[c] = word_element<T>(w, c);
@@ -1021,18 +1046,24 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
     cp::cubic_weights(__fsub_rn(sy, (float)iy), wy);
     float acc[CN];
     // dense integer and float16 pixels: each window row's 4 * CN elements from the aligned
-    // 32-bit words that cover them, which reach up to 3 bytes past the row's last tap: the
-    // window must end that many pixels inside the image's row
-    constexpr bool kWords = DENSE && sizeof(T) <= 2;
-    constexpr int kPixel = CN * (int)sizeof(T), kPast = kWords ? (3 + kPixel - 1) / kPixel : 0;
+    // 32-bit words that cover them, which reach up to 3 bytes past the row's last tap (the
+    // window must end that many pixels inside the image's row); float32 of 1 or 3 channels
+    // through row_words8 (2 and 4 channels are whole-word pixels: load_pixel)
+    constexpr bool kWords = DENSE && (sizeof(T) <= 2 || !pixel_words<T, CN>::value);
+    constexpr int kPixel = CN * (int)sizeof(T);
+    constexpr int kPast = kWords && sizeof(T) <= 2 ? (3 + kPixel - 1) / kPixel : 0;
     if (ix >= 1 && ix + 2 + kPast < it.w && iy >= 1 && iy + 2 < it.h) {
         const cp::i64 s_x = pixel_step<DENSE, CN>(it);
         const T* first = it.img + (cp::i64)(iy - 1) * it.s_y + (cp::i64)(ix - 1) * s_x;
         if constexpr (kWords) {
             unsigned b[4][kPixel];  // a row's 4 * kPixel bytes as kPixel words
 #pragma unroll
-            for (int r = 0; r < 4; ++r)
-                row_words<kPixel>(reinterpret_cast<const unsigned char*>(first + r * it.s_y), b[r]);
+            for (int r = 0; r < 4; ++r) {
+                if constexpr (sizeof(T) == 4)
+                    row_words8<kPixel>(first + r * it.s_y, b[r]);
+                else
+                    row_words<kPixel>(reinterpret_cast<const unsigned char*>(first + r * it.s_y), b[r]);
+            }
             cubic_sum<CN>([&](int r, int k, float (&p)[CN]) {
 #pragma unroll
                 for (int c = 0; c < CN; ++c) p[c] = word_element<T>(b[r], k * CN + c);
