@@ -878,16 +878,17 @@ def test_kernel_dense_other_types_output_alignments(kernels, warp_variants, dtyp
     assert len(warp_variants) == 10 and all(e.endswith(dense) for e in warp_variants)
 
 
-@pytest.mark.parametrize("dtype", [np.uint16, np.float16, np.float32])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("channels", [1, 3, 4])
-def test_kernel_dense_other_types_source_words(kernels, warp_variants, dtype, channels):
-    """The dense nearest / linear variants of the other types read sources as words: 8- and
-    16-byte pixels (4 channels of 2-byte elements, 4 of float32) as one aligned word where
-    the image's start and row pitch allow it, a tap pair of 2-byte elements as the aligned
-    32-bit words that cover it (one element past the pair where it starts off a word, so
-    the pair must end a pixel inside its row), and a float32 pair of 3 or 4 channels (the
-    latter where not aligned for whole words) as aligned 8-byte words, each pair 4 bytes
-    off or not (the selection of its elements differs). Sources: tight; starting 1 to 3
+def test_kernel_dense_source_words(kernels, warp_variants, dtype, channels):
+    """The dense nearest / linear variants read sources as words: 8- and 16-byte pixels (4
+    channels of 2-byte elements, 4 of float32) as one aligned word where the image's start
+    and row pitch allow it, a tap pair of 2-byte elements as the aligned 32-bit words that
+    cover it (one element past the pair where it starts off a word, so the pair must end a
+    pixel inside its row), a float32 pair of 3 or 4 channels
+    (the latter where not aligned for whole words) as aligned 8-byte words, each pair 4
+    bytes off or not (the selection of its elements differs); uint8 of 3 or 4 channels
+    takes its interior fast path. Sources: tight; starting 1 to 3
     elements into a buffer whose end is the image's last element (a read past it shows
     under the emulator's AddressSanitizer); windows of wider images; rows whose pitch is not
     a multiple of the pixel. Widths around the reach; every border. All equal to cv2."""
