@@ -22,11 +22,12 @@
 // types: 16- or 8-byte words). DENSE uint8 nearest and linear with 3 or 4 channels read
 // each interior tap pair as the aligned 32-bit words that cover its 2 * CN bytes; the other
 // types read 8- and 16-byte pixels as one word where the image's start and row stride are
-// aligned to it, and a linear tap pair of 2-byte elements as the 32-bit words that cover
-// it. In a dense kernel, pixels that need border logic wait until the thread's group is
-// stored and are then made one at a time (a small unrolled loop for the instruction
-// cache). Only the memory access changes: every pixel's arithmetic is the same in every
-// variant.
+// aligned to it, a linear tap pair of 2-byte elements as the 32-bit words that cover it and
+// one of float32 (3 channels) as aligned 8-byte words. In a dense kernel, pixels that need
+// border logic wait until the thread's group is stored and are then made one at a time (a
+// small unrolled loop for the instruction cache). Only the memory access changes: every
+// pixel's arithmetic is the same in every variant (nearest copies elements, converting
+// only 2-byte ones to float and back).
 //
 // OpenCV has two implementations, and picks by channel count and interpolation; each is
 // reproduced step by step, as a family of kernels here:
@@ -226,7 +227,7 @@ __device__ __forceinline__ void row_words(const unsigned char* p, unsigned (&b)[
 
 // The N 32-bit elements at p (4-byte aligned; N even) as N / 2 aligned 8-byte loads: where
 // p is not 8-byte aligned those start 4 bytes before p (in the 8-byte word holding it) and
-// the last element comes as one more 4-byte load, so nothing past p + N is read.
+// the last element comes as one more 4-byte load, so nothing past the N elements is read.
 template <int N>
 __device__ __forceinline__ void row_words8(const void* p, unsigned (&b)[N]) {
     const unsigned long long a = (unsigned long long)p;
