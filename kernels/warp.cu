@@ -19,7 +19,7 @@
 // adjacent elements (s_x == d_x == CN, s_c == d_c == 1, in every source of a list; row and
 // image strides stay free), so those strides are compile-time constants, and a thread's PX
 // pixels are stored as whole words where aligned (uint8: 32- or 16-bit words; the other
-// types: 16- or 8-byte words). DENSE uint8 nearest and linear with 3 or 4 channels read
+// types: 16- or 8-byte words). DENSE uint8 nearest and linear with 1, 3 or 4 channels read
 // each interior tap pair as the aligned 32-bit words that cover its 2 * CN bytes; the other
 // types read 8- and 16-byte pixels as one word where the image's start and row stride are
 // aligned to it, a linear tap pair of 2-byte elements as the 32-bit words that cover it and
@@ -659,7 +659,7 @@ __device__ __forceinline__ void store_pixels(T* out, int count, cp::i64 d_x, cp:
     }
 }
 
-// --- dense uint8, 3 or 4 channels: the interior pixels' fast path ---------------------
+// --- dense uint8, 1, 3 or 4 channels: the interior pixels' fast path ------------------
 // The same arithmetic as warp_nearest / warp_linear, with the conversions done by float
 // bit patterns instead of conversion instructions (which issue at a fraction of the FMA
 // rate):
@@ -675,14 +675,21 @@ __device__ __forceinline__ void store_pixels(T* out, int count, cp::i64 d_x, cp:
 //   one rounding of their difference (at most 2^-17 at 255), so it rounds into [0, 255]
 //   and saturate_cast clamps nothing.
 // A pixel takes it when its taps and the aligned 32-bit words that cover them lie inside
-// the image, that is for 1 <= sx < w - 3 (3 channels) or w - 2 (4 channels) and
-// 0 <= sy < h - 1 (a NaN fails these), when those bounds are below 2^22, and when byte
+// the image, that is for 1 <= sx < w - dense_u8_span (4 for 1 channel, 3 for 3, 2 for 4)
+// and 0 <= sy < h - 1 (a NaN fails these), when those bounds are below 2^22, and when byte
 // offsets within the image fit in int32. With a constant border, a pixel all of whose taps
 // are outside is the border value there too; every other pixel is left to dense_u8_rest,
 // after the group is stored (linear_edge, or warp_nearest / warp_linear).
 template <typename T, int CN, bool DENSE>
 struct dense_u8 {
-    static constexpr bool value = DENSE && sizeof(T) == 1 && (CN == 3 || CN == 4);
+    static constexpr bool value = DENSE && sizeof(T) == 1 && (CN == 1 || CN == 3 || CN == 4);
+};
+
+// How far short of the image's width the fast path's x stops: the words its reads cover
+// reach that many pixels past the tap pair's first (one channel: up to 4 bytes past).
+template <int CN>
+struct dense_u8_span {
+    static constexpr int value = CN == 1 ? 4 : (CN == 3 ? 3 : 2);
 };
 
 constexpr float kRound = 12582912.f;  // 1.5 * 2^23
@@ -710,7 +717,7 @@ __device__ __forceinline__ DenseU8 dense_u8_image(const Item<unsigned char>& it)
     const bool ok = cp::byte_offsets_fit<CN>(it.h, it.w, it.s_y, 3) && it.w < (1 << 22) &&
                     it.h < (1 << 22);
     const float nan = __uint_as_float(0x7FC00000u);
-    d.x_hi = ok ? (float)(it.w - (CN == 3 ? 3 : 2)) : nan;
+    d.x_hi = ok ? (float)(it.w - dense_u8_span<CN>::value) : nan;
     d.y_hi = ok ? (float)(it.h - 1) : nan;
     return d;
 }
@@ -722,7 +729,7 @@ __device__ __forceinline__ DenseU8 dense_u8_image(const Item<unsigned char>& it)
 // only the lower bounds, which need no size, take pixels.
 template <bool LINEAR, int CN>
 __device__ __forceinline__ bool outside_u8(const DenseU8& d, float sx, float sy) {
-    const float w = d.x_hi + (CN == 3 ? 3.f : 2.f), h = d.y_hi + 1.f;
+    const float w = d.x_hi + (float)dense_u8_span<CN>::value, h = d.y_hi + 1.f;
     if (LINEAR) return sx < -1.f || sx >= w || sy < -1.f || sy >= h;
     return sx < -0.5f || sx > w - 0.5f || sy < -0.5f || sy > h - 0.5f;
 }
@@ -750,8 +757,17 @@ __device__ __forceinline__ void linear_fast(const DenseU8& d, float sx, float sy
     const float a = __fsub_rn(sx, __fsub_rn(tx, kTwo23)), b = __fsub_rn(sy, __fsub_rn(ty, kTwo23));
     const unsigned off = __float_as_uint(ty) * d.s_y32 + __float_as_uint(tx) * CN + d.bias;
     unsigned lo0, hi0, lo1, hi1;
-    cp::window8<2 * CN>(d.words, off, lo0, hi0);
-    cp::window8<2 * CN>(d.words, off + d.s_y32, lo1, hi1);
+    if constexpr (CN == 1) {  // the word holding the pair's first byte, the next only if needed
+        const unsigned* w0 = d.words + ((int)off >> 2);
+        const unsigned* w1 = d.words + ((int)(off + d.s_y32) >> 2);
+        const bool next = (off & 3u) == 3u, next1 = ((off + d.s_y32) & 3u) == 3u;
+        lo0 = __funnelshift_r(__ldg(w0), next ? __ldg(w0 + 1) : 0u, off << 3);
+        lo1 = __funnelshift_r(__ldg(w1), next1 ? __ldg(w1 + 1) : 0u, (off + d.s_y32) << 3);
+        hi0 = hi1 = 0u;
+    } else {
+        cp::window8<2 * CN>(d.words, off, lo0, hi0);
+        cp::window8<2 * CN>(d.words, off + d.s_y32, lo1, hi1);
+    }
 #pragma unroll
     for (int c = 0; c < CN; ++c) {
         const float q00 = biased(lo0, hi0, c), q01 = biased(lo0, hi0, CN + c);
@@ -767,9 +783,14 @@ __device__ __forceinline__ void nearest_fast(const DenseU8& d, float sx, float s
                                              unsigned (&v)[CN]) {
     const unsigned bx = __float_as_uint(__fadd_rn(sx, kRound));
     const unsigned by = __float_as_uint(__fadd_rn(sy, kRound));
-    const unsigned px = window4(d.words, by * d.s_y32 + bx * CN + d.bias);
+    const unsigned off = by * d.s_y32 + bx * CN + d.bias;
+    if constexpr (CN == 1) {
+        v[0] = __ldg(reinterpret_cast<const unsigned char*>(d.words) + (int)off);
+    } else {
+        const unsigned px = window4(d.words, off);
 #pragma unroll
-    for (int c = 0; c < CN; ++c) v[c] = px >> (8 * c);
+        for (int c = 0; c < CN; ++c) v[c] = px >> (8 * c);
+    }
 }
 
 // One pixel at source (sx, sy), dense uint8: the fast path where it applies, or the

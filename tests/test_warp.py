@@ -707,7 +707,7 @@ def test_kernel_dense_uint8_row_edges(kernels, monkeypatch, warp_variants, inter
 
 
 @pytest.mark.parametrize("border", list(BORDERS))
-@pytest.mark.parametrize("channels", [3, 4])
+@pytest.mark.parametrize("channels", [1, 3, 4])
 def test_kernel_dense_unaligned_sources(kernels, warp_variants, border, channels):
     """Sources whose rows start at every byte offset from a word: views into a flat buffer
     at offsets 1..3 (rows still dense), and windows of wider images (row strides that are
@@ -772,7 +772,7 @@ def test_kernel_dense_cubic(kernels, monkeypatch, warp_variants, dtype, channels
 
 
 @pytest.mark.parametrize("block_x", [16, 4])
-@pytest.mark.parametrize("channels", [3, 4])
+@pytest.mark.parametrize("channels", [1, 3, 4])
 def test_kernel_dense_uint8_tall_interiors(kernels, monkeypatch, warp_variants, channels,
                                            block_x):
     """Outputs taller than a block's rows, so whole warps take the interior path (word
@@ -923,7 +923,7 @@ def test_kernel_dense_source_words(kernels, warp_variants, dtype, channels):
 
 
 @pytest.mark.parametrize("value", [0, 255])
-@pytest.mark.parametrize("channels", [3, 4])
+@pytest.mark.parametrize("channels", [1, 3, 4])
 @pytest.mark.parametrize("interpolation", ["nearest", "linear"])
 def test_kernel_dense_uint8_halves_extremes_and_far_coordinates(kernels, warp_variants,
                                                                  interpolation, channels, value):
