@@ -313,29 +313,20 @@ __device__ __forceinline__ void load_pixel(const Item<T>& it, const T* q, float 
     for (int c = 0; c < CN; ++c) p[c] = load_float(q + c * s_c);
 }
 
-// The pixel at q, inside the image, as its elements: nearest copies 1- and 4-byte ones
-// without a round trip through float (uint8 nearest 2-5% faster on W5's rotations); 2-byte
-// ones keep it (copied, 3-channel uint16 and float16 measured 17% slower).
+// The pixel at q, inside the image, as its elements: nearest copies bytes without a round
+// trip through float (uint8 nearest 2-5% faster on W5's rotations); 2-byte ones keep it
+// (copied, 3-channel uint16 and float16 measured 17% slower), and float32's is exact.
 template <typename T, int CN, bool DENSE>
 __device__ __forceinline__ void copy_pixel(const Item<T>& it, const T* q, T (&v)[CN]) {
-    if constexpr (sizeof(T) == 2) {
+    if constexpr (sizeof(T) == 1) {
+        const cp::i64 s_c = channel_step<DENSE>(it);
+#pragma unroll
+        for (int c = 0; c < CN; ++c) v[c] = __ldg(q + c * s_c);
+    } else {
         float p[CN];
         load_pixel<T, CN, DENSE>(it, q, p);
 #pragma unroll
         for (int c = 0; c < CN; ++c) v[c] = cp::from_float<T>(p[c]);
-    } else {
-        if constexpr (DENSE && sizeof(T) == 4 && pixel_words<T, CN>::value) {
-            if (it.words) {
-                unsigned b[CN];
-                pixel_words<T, CN>::load(q, b);
-#pragma unroll
-                for (int c = 0; c < CN; ++c) v[c] = __uint_as_float(b[c]);
-                return;
-            }
-        }
-        const cp::i64 s_c = channel_step<DENSE>(it);
-#pragma unroll
-        for (int c = 0; c < CN; ++c) v[c] = __ldg(q + c * s_c);
     }
 }
 
@@ -356,18 +347,21 @@ __device__ __forceinline__ void tap(const Item<T>& it, int ix, int iy, int borde
     load_pixel<T, CN, DENSE>(it, it.img + (cp::i64)by * it.s_y + (cp::i64)bx * s_x, p);
 }
 
-// How many pixels past a row's tap pair (ix, ix + 1) row_pair's reads may reach: dense
-// 2-byte elements go as the aligned 32-bit words that cover the pair's 4 * CN bytes, one
-// element past its end where it starts off a word (a whole-word pixel reaches nowhere, but
-// takes the same bound); float32 of 3 channels (and 4 where not aligned for whole words) as
-// row_words8, which stays within.
+// How row_pair reads a row's tap pair (ix, ix + 1) that is not two whole-word pixels: dense
+// 2-byte elements as the aligned 32-bit words that cover the pair's 4 * CN bytes (kWords32),
+// which reach one element past its end where it starts off a word (kReach pixels; a
+// whole-word pixel reaches nowhere, but takes the same bound); float32 of more than one
+// channel as row_words8 (kWords64), which stays within (one channel: two 4-byte loads
+// measured faster); anything else element by element.
 template <typename T, int CN, bool DENSE>
-struct pair_reach {
-    static constexpr int value = DENSE && sizeof(T) == 2 ? 1 : 0;
+struct pair_read {
+    static constexpr bool kWords32 = DENSE && sizeof(T) == 2;
+    static constexpr bool kWords64 = DENSE && sizeof(T) == 4 && CN > 1;
+    static constexpr int kReach = kWords32 ? 1 : 0;
 };
 
-// Taps ix and ix + 1 of one source row, inside the image with pair_reach's pixels after
-// them.
+// Taps ix and ix + 1 of one source row, inside the image with pair_read's kReach pixels
+// after them.
 template <typename T, int CN, bool DENSE>
 __device__ __forceinline__ void row_pair(const Item<T>& it, const T* row, int ix,
                                          float (&a)[CN], float (&b)[CN]) {
@@ -380,10 +374,10 @@ __device__ __forceinline__ void row_pair(const Item<T>& it, const T* row, int ix
             return;
         }
     }
-    // (a float32 pixel of one channel: two 4-byte loads measured faster than row_words8)
-    if constexpr (DENSE && (sizeof(T) == 2 || (sizeof(T) == 4 && CN > 1))) {
-        unsigned w[sizeof(T) == 4 ? 2 * CN : CN];  // the pair's 2 * CN elements
-        if constexpr (sizeof(T) == 4)
+    using read = pair_read<T, CN, DENSE>;
+    if constexpr (read::kWords32 || read::kWords64) {
+        unsigned w[read::kWords64 ? 2 * CN : CN];  // the pair's 2 * CN elements
+        if constexpr (read::kWords64)
             row_words8<2 * CN>(q, w);
         else
             row_words<CN>(reinterpret_cast<const unsigned char*>(q), w);
@@ -449,7 +443,7 @@ __device__ __forceinline__ bool linear_outside(const Item<T>& it, int ix, int iy
 // reads reach past them: linear_taps then needs no border logic (most pixels of a warp).
 template <typename T, int CN, bool DENSE>
 __device__ __forceinline__ bool linear_inside(const Item<T>& it, int ix, int iy) {
-    constexpr int kReach = pair_reach<T, CN, DENSE>::value;
+    constexpr int kReach = pair_read<T, CN, DENSE>::kReach;
     return (unsigned)ix < (unsigned)(kReach ? max(it.w - 1 - kReach, 0) : it.w - 1) &&
            (unsigned)iy < (unsigned)(it.h - 1);
 }
@@ -758,11 +752,12 @@ __device__ __forceinline__ void linear_fast(const DenseU8& d, float sx, float sy
     const unsigned off = __float_as_uint(ty) * d.s_y32 + __float_as_uint(tx) * CN + d.bias;
     unsigned lo0, hi0, lo1, hi1;
     if constexpr (CN == 1) {  // the word holding the pair's first byte, the next only if needed
+        const unsigned off1 = off + d.s_y32;
         const unsigned* w0 = d.words + ((int)off >> 2);
-        const unsigned* w1 = d.words + ((int)(off + d.s_y32) >> 2);
-        const bool next = (off & 3u) == 3u, next1 = ((off + d.s_y32) & 3u) == 3u;
+        const unsigned* w1 = d.words + ((int)off1 >> 2);
+        const bool next = (off & 3u) == 3u, next1 = (off1 & 3u) == 3u;
         lo0 = __funnelshift_r(__ldg(w0), next ? __ldg(w0 + 1) : 0u, off << 3);
-        lo1 = __funnelshift_r(__ldg(w1), next1 ? __ldg(w1 + 1) : 0u, (off + d.s_y32) << 3);
+        lo1 = __funnelshift_r(__ldg(w1), next1 ? __ldg(w1 + 1) : 0u, off1 << 3);
         hi0 = hi1 = 0u;
     } else {
         cp::window8<2 * CN>(d.words, off, lo0, hi0);
