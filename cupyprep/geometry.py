@@ -527,7 +527,7 @@ def _warp_variants():
                for i in WARP_INTERPOLATIONS
                for d in WARP_DTYPES
                for cn in (1, 2, 3, 4)]
-    dense = [_warp_expr(op, i, d, cn, True, _WARP_PIXELS_PER_THREAD, listed)
+    dense = [_warp_expr(op, i, d, cn, True, _warp_pixels(i, d, cn), listed)
              for op in ("affine", "perspective")
              for i in _FLOAT_WARP_KERNELS
              for d in WARP_DTYPES
@@ -761,7 +761,7 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
             # kernel then knows those strides at compile time and moves words)
             dense = (_WARP_DENSE and kernel in _FLOAT_WARP_KERNELS and src_dense
                      and _is_dense((d_x, d_c), c))
-            pixels = _WARP_PIXELS_PER_THREAD if dense else 1
+            pixels = _warp_pixels(kernel, dtype, c) if dense else 1
             fn = _kernels.get_function("warp.cu", _warp_expr(
                 "perspective" if perspective else "affine", kernel, dtype, c, dense, pixels,
                 dense and not uniform))
@@ -780,6 +780,23 @@ _WARP_ROWS_PER_THREAD = 4
 # dense variants are used at all (False: always the generic strided kernel).
 _WARP_PIXELS_PER_THREAD = 4
 _WARP_DENSE = True
+# Where a pixel is wide, fewer pixels a thread ran faster on W5's rotations (the sweep is
+# in benchmarks/NOTES.md): nearest / linear by (kernel, bytes a pixel), the others taking
+# _WARP_PIXELS_PER_THREAD; cubic, whose 16 taps a pixel are 4 times linear's work, one
+# pixel of 3 or 4 channels a thread and two of 1 or 2 (uint8 3 channels 0.50 ms at 4
+# pixels, 0.37 at 1).
+_WARP_PIXELS_BY_SIZE = {("nearest", 8): 2, ("nearest", 12): 1, ("nearest", 16): 1,
+                        ("linear", 16): 2}
+
+
+def _warp_pixels(kernel, dtype, channels):
+    """Output pixels a thread of a dense warp kernel makes side by side."""
+    if kernel == "cubic":
+        return 1 if channels >= 3 else 2
+    return _WARP_PIXELS_BY_SIZE.get((kernel, np.dtype(dtype).itemsize * channels),
+                                    _WARP_PIXELS_PER_THREAD)
+
+
 # Dense variants: threads of a block along x, the rest of its BLOCK_3D along y. A warp is
 # then a tile of _WARP_BLOCK_X pixel groups by 32 / _WARP_BLOCK_X rows (8: 32 x 4 pixels
 # at 4 per thread). For a rotation a squarer tile's taps lie in fewer source rows than a

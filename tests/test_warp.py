@@ -767,7 +767,9 @@ def test_kernel_dense_cubic(kernels, monkeypatch, warp_variants, dtype, channels
                 monkeypatch.setattr(G, "_WARP_DENSE", True)
                 np.testing.assert_array_equal(dense.view(np.uint8), generic.view(np.uint8))
     ctype = G.C_TYPES[np.dtype(dtype)]
-    assert set(warp_variants) == {f"cupyprep_warp_affine_cubic<{ctype}, {channels}, true, {G._WARP_PIXELS_PER_THREAD}, false>",
+    px = G._warp_pixels("cubic", dtype, channels)
+    assert px == (1 if channels >= 3 else 2)
+    assert set(warp_variants) == {f"cupyprep_warp_affine_cubic<{ctype}, {channels}, true, {px}, false>",
                                   f"cupyprep_warp_affine_cubic<{ctype}, {channels}, false, 1, false>"}
 
 
@@ -830,12 +832,35 @@ def test_kernel_dense_output_views(kernels, warp_variants, channels):
     assert warp_variants.count(generic) == len(warp_variants) - 12 > 0
 
 
+def picked_pixels(name):
+    """The pixels a thread that geometry picks for the dense warp kernel ``name``
+    (``cupyprep_warp_<op>_<interpolation><type, channels, ...>``)."""
+    kernel = name.split("<")[0].rsplit("_", 1)[1]
+    ctype, channels = name.split("<")[1].split(", ")[:2]
+    dtype = next(d for d, c in G.C_TYPES.items() if c == ctype)
+    return G._warp_pixels(kernel, dtype, int(channels))
+
+
+def test_warp_pixels_per_thread():
+    """The dense warps' pixels a thread, as measured fastest on W5's rotations
+    (benchmarks/NOTES.md): 4 for nearest and linear, fewer for wide pixels (nearest: 2 of 8
+    bytes, 1 of 12 or 16; linear: 2 of 16) and for cubic (1 of 3 or 4 channels, else 2)."""
+    px = G._warp_pixels
+    assert [px("linear", np.uint8, c) for c in (1, 3, 4)] == [4, 4, 4]
+    assert [px("nearest", np.uint8, c) for c in (1, 3, 4)] == [4, 4, 4]
+    assert [px("linear", np.float32, c) for c in (1, 3, 4)] == [4, 4, 2]
+    assert [px("nearest", np.float32, c) for c in (1, 3, 4)] == [4, 1, 1]
+    assert [px("nearest", np.float16, c) for c in (1, 3, 4)] == [4, 4, 2]
+    assert [px("linear", np.uint16, c) for c in (1, 3, 4)] == [4, 4, 4]
+    assert [px("cubic", d, c) for d in (np.uint8, np.float32) for c in (1, 2, 3, 4)] == [2, 2, 1, 1] * 2
+
+
 @pytest.mark.parametrize("dtype", [np.uint16, np.float16, np.float32])
 @pytest.mark.parametrize("interpolation", ["nearest", "linear"])
 def test_kernel_dense_other_types(kernels, warp_variants, dtype, interpolation):
-    """The dense variants of the other types (compile-time strides, 4 pixels per thread,
-    a group's pixels stored as 16- or 8-byte words where aligned), affine and perspective,
-    every channel count they serve."""
+    """The dense variants of the other types (compile-time strides, 4 pixels per thread or
+    fewer for wide pixels, a group's pixels stored as 16- or 8-byte words where aligned),
+    affine and perspective, every channel count they serve."""
     rng = np.random.default_rng(70)
     for channels in (1, 3, 4):
         for h, w in [(5, 7), (3, 511)]:
@@ -846,15 +871,18 @@ def test_kernel_dense_other_types(kernels, warp_variants, dtype, interpolation):
             Hs = np.stack([homography(rng, h, w) for _ in range(6)])
             check_batch(kernels, src, host, Hs, (h, w + 2), interpolation, "constant", 0.5,
                         perspective=True)
-    assert all(f", true, {G._WARP_PIXELS_PER_THREAD}, false>" in e for e in warp_variants)
+    ctype = G.C_TYPES[np.dtype(dtype)]
+    assert set(warp_variants) == {f"cupyprep_warp_{op}_{interpolation}<{ctype}, {c}, true, "
+                                  f"{G._warp_pixels(interpolation, dtype, c)}, false>"
+                                  for op in ("affine", "perspective") for c in (1, 3, 4)}
 
 
 @pytest.mark.parametrize("dtype", [np.uint16, np.float16, np.float32])
 @pytest.mark.parametrize("channels", [1, 3, 4])
 def test_kernel_dense_other_types_output_alignments(kernels, warp_variants, dtype, channels):
-    """A dense group of 4 pixels goes as 16- or 8-byte words only where its first element
-    is aligned to the word: outputs that are windows of a flat buffer starting 0 to 4
-    elements in (so groups fall on 16, 8, 4 or 2 bytes), with rows whose pitch is not a
+    """A dense group of pixels (4, or 1 or 2 of the widest) goes as 16- or 8-byte words
+    only where its first element is aligned to the word: outputs that are windows of a
+    flat buffer starting 0 to 4 elements in (so groups fall on 16, 8, 4 or 2 bytes), with rows whose pitch is not a
     multiple of the word and widths that leave a last group short. Every result equals
     cv2's and the elements around the window keep their poison (compared as bytes)."""
     rng = np.random.default_rng(80 + channels)
@@ -874,8 +902,9 @@ def test_kernel_dense_other_types_output_alignments(kernels, warp_variants, dtyp
         inside[start:start + size].reshape(n, h, pitch, channels)[:, :, 1:w + 1] = True
         outside = np.repeat(~inside, np.dtype(dtype).itemsize)
         np.testing.assert_array_equal(got[outside], poison[outside])
-    dense = f"{channels}, true, {G._WARP_PIXELS_PER_THREAD}, false>"
-    assert len(warp_variants) == 10 and all(e.endswith(dense) for e in warp_variants)
+    assert len(warp_variants) == 10 and all(
+        e.endswith(f"<{G.C_TYPES[np.dtype(dtype)]}, {channels}, true, {picked_pixels(e)}, false>")
+        for e in warp_variants)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -919,7 +948,8 @@ def test_kernel_dense_source_words(kernels, warp_variants, dtype, channels):
                 check_batch(kernels, src, ref, Ms, (h + 1, w + 2), interpolation, border, 7)
     ctype = G.C_TYPES[np.dtype(dtype)]
     assert set(warp_variants) == {f"cupyprep_warp_affine_{i}<{ctype}, {channels}, true, "
-                                  f"{G._WARP_PIXELS_PER_THREAD}, false>" for i in ("nearest", "linear")}
+                                  f"{G._warp_pixels(i, dtype, channels)}, false>"
+                                  for i in ("nearest", "linear")}
 
 
 @pytest.mark.parametrize("value", [0, 255])
@@ -1024,7 +1054,7 @@ def test_kernel_dense_lists_other_types(kernels, warp_variants, dtype):
             for k, host in enumerate(hosts):
                 assert_matches_opencv(got[k], cv2_warp(host, Ms[k], (6, 10), interpolation,
                                                        "replicate"), interpolation, dtype)
-    assert all(e.endswith(f", true, {G._WARP_PIXELS_PER_THREAD}, true>") for e in warp_variants)
+    assert all(e.endswith(f", true, {picked_pixels(e)}, true>") for e in warp_variants)
     sizes = [(4 + i % 5, 3 + i % 7) for i in range(70)]
     hosts = [random_image(rng, s + (3,), dtype) for s in sizes]
     Ms = np.stack([rotation(rng, *s) for s in sizes])
@@ -1036,7 +1066,7 @@ def test_kernel_dense_lists_other_types(kernels, warp_variants, dtype):
     crops, mats = kernels.get(crops), kernels.get(mats)
     for f, k in enumerate([69, 2]):
         assert_matches_opencv(crops[f], cv2_warp(hosts[k], mats[f], (7, 6), "linear"), "linear", dtype)
-    assert warp_variants[-1].endswith(f", 3, true, {G._WARP_PIXELS_PER_THREAD}, true>")
+    assert warp_variants[-1].endswith(f", 3, true, {picked_pixels(warp_variants[-1])}, true>")
 
 
 @pytest.mark.parametrize("dense", [True, False])
