@@ -786,7 +786,7 @@ _WARP_DENSE = True
 # pixel of 3 or 4 channels a thread and two of 1 or 2 (uint8 3 channels 0.50 ms at 4
 # pixels, 0.37 at 1).
 _WARP_PIXELS_BY_SIZE = {("nearest", 8): 2, ("nearest", 12): 1, ("nearest", 16): 1,
-                        ("linear", 16): 2}
+                        ("linear", 8): 2, ("linear", 16): 2}
 
 
 def _warp_pixels(kernel, dtype, channels):
