@@ -776,8 +776,9 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
 # Output rows one warp thread makes (its image's setup is done once for them).
 _WARP_ROWS_PER_THREAD = 4
 # Nearest / linear on dense pixels: output pixels one thread makes side by side in a row
-# (for uint8, 4 pixels of 1, 3 or 4 channels are whole 32-bit words), and whether the
-# dense variants are used at all (False: always the generic strided kernel).
+# where _WARP_PIXELS_BY_SIZE has no other count (for uint8, 4 pixels of 1, 3 or 4 channels
+# are whole 32-bit words), and whether the dense variants are used at all (False: always
+# the generic strided kernel).
 _WARP_PIXELS_PER_THREAD = 4
 _WARP_DENSE = True
 # Where a pixel is wide, fewer pixels a thread ran faster on W5's rotations (the sweep is
