@@ -534,22 +534,28 @@ __device__ __forceinline__ void linear_first(const Item<T>& it, int x, int y, in
     if (border != CONSTANT || !linear_outside(it, ix, iy)) rest |= bit;
 }
 
-// The pixels a first pass left (bits of `rest`), one at a time through warp_nearest /
-// warp_linear, stored over what the group's store wrote for them.
-template <typename T, int CN, bool PERSPECTIVE, bool LINEAR>
+// The pixels a first pass left (bits of `rest`), one at a time, stored over what the
+// group's store wrote for them: through edge(x, u) where that makes the pixel (returns
+// true; dense uint8's linear_edge), else through warp_nearest / warp_linear. One copy of
+// that code, out of the unrolled per-pixel loop, keeps the loop small in the instruction
+// cache.
+template <typename T, int CN, bool PERSPECTIVE, bool LINEAR, typename Edge>
 __device__ __forceinline__ void dense_rest(const Item<T>& it, T* out, unsigned rest, int x0,
                                            int y, int border, const float (&bval)[4],
-                                           const T (&border_fill)[CN], int body_end) {
+                                           const T (&border_fill)[CN], int body_end,
+                                           const Edge& edge) {
     while (rest) {
         const int p = __ffs((int)rest) - 1;
         rest &= rest - 1;
         T u[CN];
-        if (LINEAR)
+        if (edge(x0 + p, u)) {
+        } else if (LINEAR) {
             warp_linear<T, CN, PERSPECTIVE, true>(it, x0 + p, y, border, bval, border_fill,
                                                   body_end, u);
-        else
+        } else {
             warp_nearest<T, CN, PERSPECTIVE, true>(it, x0 + p, y, border, bval, border_fill,
                                                    body_end, u);
+        }
 #pragma unroll
         for (int c = 0; c < CN; ++c) out[p * CN + c] = u[c];
     }
@@ -672,7 +678,7 @@ __device__ __forceinline__ void store_pixels(T* out, int count, cp::i64 d_x, cp:
 // the image, that is for 1 <= sx < w - dense_u8_span (4 for 1 channel, 3 for 3, 2 for 4)
 // and 0 <= sy < h - 1 (a NaN fails these), when those bounds are below 2^22, and when byte
 // offsets within the image fit in int32. With a constant border, a pixel all of whose taps
-// are outside is the border value there too; every other pixel is left to dense_u8_rest,
+// are outside is the border value there too; every other pixel is left to dense_rest,
 // after the group is stored (linear_edge, or warp_nearest / warp_linear).
 template <typename T, int CN, bool DENSE>
 struct dense_u8 {
@@ -791,7 +797,7 @@ __device__ __forceinline__ void nearest_fast(const DenseU8& d, float sx, float s
 // One pixel at source (sx, sy), dense uint8: the fast path where it applies, or the
 // constant border value where every tap is outside; v[c]'s low byte is channel c. The
 // other pixels (taps across the border, non-constant borders outside, images too large for
-// the fast path) set `bit` in `rest`, for dense_u8_rest.
+// the fast path) set `bit` in `rest`, for dense_rest.
 template <bool LINEAR, int CN>
 __device__ __forceinline__ void dense_u8_pixel(const DenseU8& d, float sx, float sy, int border,
                                                const unsigned char (&border_fill)[CN],
@@ -811,7 +817,7 @@ __device__ __forceinline__ void dense_u8_pixel(const DenseU8& d, float sx, float
 
 // A thread's pixels x0 .. x0 + count - 1 of row y, dense uint8: v[p][c]'s low byte is
 // channel c of pixel p. A whole group inside OpenCV's SIMD body (affine) computes the
-// row's coordinate terms once. Returns the pixels left to dense_u8_rest (bit p: pixel p).
+// row's coordinate terms once. Returns the pixels left to dense_rest (bit p: pixel p).
 template <bool LINEAR, int CN, bool PERSPECTIVE, int PX>
 __device__ __forceinline__ unsigned dense_u8_pixels(const Item<unsigned char>& it,
                                                     const DenseU8& d, int x0, int count, int y,
@@ -883,36 +889,18 @@ __device__ __forceinline__ void linear_edge(const Item<unsigned char>& it, const
         v[c] = blend_biased(a, b, q[0][0][c], q[0][1][c], q[1][0][c], q[1][1][c]);
 }
 
-// The pixels dense_u8_pixels left (bits of `rest`), one at a time, stored as bytes over
-// what the group's store wrote for them: linear through linear_edge where the image's
-// offsets allow, otherwise (and nearest) through warp_linear / warp_nearest. One copy of
-// that code, out of the unrolled per-pixel loop, keeps the loop small in the instruction
-// cache.
+// dense_rest's edge path for the pixels dense_u8_pixels left: linear through linear_edge
+// where the image's offsets allow (returns whether it made the pixel).
 template <bool LINEAR, int CN, bool PERSPECTIVE>
-__device__ __forceinline__ void dense_u8_rest(const Item<unsigned char>& it, const DenseU8& d,
-                                              unsigned char* out, unsigned rest, int x0, int y,
-                                              int border, const float (&bval)[4],
-                                              const unsigned char (&border_fill)[CN],
-                                              int body_end) {
-    while (rest) {
-        const int p = __ffs((int)rest) - 1;
-        rest &= rest - 1;
-        unsigned char u[CN];
-        if (LINEAR && d.x_hi == d.x_hi) {
-            unsigned e[CN];
-            linear_edge<CN, PERSPECTIVE>(it, d, x0 + p, y, border, bval, body_end, e);
+__device__ __forceinline__ bool dense_u8_edge(const Item<unsigned char>& it, const DenseU8& d,
+                                              int x, int y, int border, const float (&bval)[4],
+                                              int body_end, unsigned char (&u)[CN]) {
+    if (!LINEAR || d.x_hi != d.x_hi) return false;
+    unsigned e[CN];
+    linear_edge<CN, PERSPECTIVE>(it, d, x, y, border, bval, body_end, e);
 #pragma unroll
-            for (int c = 0; c < CN; ++c) u[c] = (unsigned char)e[c];
-        } else if (LINEAR) {
-            warp_linear<unsigned char, CN, PERSPECTIVE, true>(it, x0 + p, y, border, bval,
-                                                              border_fill, body_end, u);
-        } else {
-            warp_nearest<unsigned char, CN, PERSPECTIVE, true>(it, x0 + p, y, border, bval,
-                                                               border_fill, body_end, u);
-        }
-#pragma unroll
-        for (int c = 0; c < CN; ++c) out[p * CN + c] = u[c];
-    }
+    for (int c = 0; c < CN; ++c) u[c] = (unsigned char)e[c];
+    return true;
 }
 
 // --- OpenCV's older remap path --------------------------------------------------------
@@ -1208,11 +1196,12 @@ __device__ __forceinline__ void cubic_first(const Item<T>& it, int x, int y, int
                                 it, fast, x0, count, y, border, border_fill, body_end, u); \
                             store_low_bytes<CN, PX>(out, count, u);                       \
                             if (rest)                                                     \
-                                dense_u8_rest<LINEAR, CN, PERSPECTIVE>(it, fast, out,     \
-                                                                       rest, x0, y,       \
-                                                                       border, bval,      \
-                                                                       border_fill,       \
-                                                                       body_end);         \
+                                dense_rest<T, CN, PERSPECTIVE, LINEAR>(                   \
+                                    it, out, rest, x0, y, border, bval, border_fill,      \
+                                    body_end, [&](int x, T (&e)[CN]) {                    \
+                                        return dense_u8_edge<LINEAR, CN, PERSPECTIVE>(    \
+                                            it, fast, x, y, border, bval, body_end, e);   \
+                                    });                                                   \
                         } else if constexpr (DENSE) {                                     \
                             T v[PX][CN];                                                  \
                             unsigned rest = 0;                                            \
@@ -1224,10 +1213,9 @@ __device__ __forceinline__ void cubic_first(const Item<T>& it, int x, int y, int
                             }                                                             \
                             store_pixels<T, CN, true, PX>(out, count, d_x, d_c, v);       \
                             if (rest)                                                     \
-                                dense_rest<T, CN, PERSPECTIVE, LINEAR>(it, out, rest, x0, \
-                                                                       y, border, bval,   \
-                                                                       border_fill,       \
-                                                                       body_end);         \
+                                dense_rest<T, CN, PERSPECTIVE, LINEAR>(                   \
+                                    it, out, rest, x0, y, border, bval, border_fill,      \
+                                    body_end, [](int, T(&)[CN]) { return false; });       \
                         } else {                                                          \
                             T v[PX][CN];                                                  \
                             _Pragma("unroll") for (int p = 0; p < PX; ++p) {              \
