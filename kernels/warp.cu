@@ -396,15 +396,25 @@ __device__ __forceinline__ void row_pair(const Item<T>& it, const T* row, int ix
     }
 }
 
+// Nearest's source pixel for output pixel (x, y): the float coordinates (tamed), rounded
+// half to even.
+template <bool PERSPECTIVE>
+__device__ __forceinline__ void nearest_cell(const float (&m)[9], int x, int y, bool body,
+                                             int& ix, int& iy) {
+    float sx, sy;
+    float_coords<PERSPECTIVE>(m, x, y, body, sx, sy);
+    ix = __float2int_rn(tame(sx));
+    iy = __float2int_rn(tame(sy));
+}
+
 // Nearest and linear make one pixel's CN values into v (stored by the caller);
 // `border_fill` holds the border value as T.
 template <typename T, int CN, bool PERSPECTIVE, bool DENSE>
 __device__ __forceinline__ void warp_nearest(const Item<T>& it, int x, int y, int border,
                                              const float (&)[4], const T (&border_fill)[CN],
                                              int body_end, T (&v)[CN]) {
-    float sx, sy;
-    float_coords<PERSPECTIVE>(it.mf, x, y, x < body_end, sx, sy);
-    int ix = __float2int_rn(tame(sx)), iy = __float2int_rn(tame(sy));
+    int ix, iy;
+    nearest_cell<PERSPECTIVE>(it.mf, x, y, x < body_end, ix, iy);
     if ((unsigned)ix >= (unsigned)it.w || (unsigned)iy >= (unsigned)it.h) {
         if (border == CONSTANT) {
 #pragma unroll
@@ -503,9 +513,8 @@ __device__ __forceinline__ void nearest_first(const Item<T>& it, int x, int y, i
                                               const float (&)[4], const T (&border_fill)[CN],
                                               int body_end, T (&v)[CN], unsigned& rest,
                                               unsigned bit) {
-    float sx, sy;
-    float_coords<PERSPECTIVE>(it.mf, x, y, x < body_end, sx, sy);
-    const int ix = __float2int_rn(tame(sx)), iy = __float2int_rn(tame(sy));
+    int ix, iy;
+    nearest_cell<PERSPECTIVE>(it.mf, x, y, x < body_end, ix, iy);
     if ((unsigned)ix < (unsigned)it.w && (unsigned)iy < (unsigned)it.h) {
         copy_pixel<T, CN, true>(it, it.img + (cp::i64)iy * it.s_y + (cp::i64)ix * CN, v);
         return;
