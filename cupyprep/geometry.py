@@ -527,11 +527,12 @@ def _warp_variants():
                for i in WARP_INTERPOLATIONS
                for d in WARP_DTYPES
                for cn in (1, 2, 3, 4)]
-    dense = [_warp_expr(op, i, d, cn, True, _warp_pixels(i, d, cn), listed)
+    dense = [_warp_expr(op, i, d, cn, True, px, listed)
              for op in ("affine", "perspective")
              for i in _FLOAT_WARP_KERNELS
              for d in WARP_DTYPES
              for cn in (1, 2, 3, 4) if _warp_kernel(i, cn) == i
+             for px in sorted({_warp_pixels(i, d, cn, b) for b in BORDER_MODES})
              for listed in (False, True)]
     return generic + dense + [_RANDOM_AFFINE_KERNEL, _SIMILARITY_KERNEL]
 
@@ -761,7 +762,7 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
             # kernel then knows those strides at compile time and moves words)
             dense = (_WARP_DENSE and kernel in _FLOAT_WARP_KERNELS and src_dense
                      and _is_dense((d_x, d_c), c))
-            pixels = _warp_pixels(kernel, dtype, c) if dense else 1
+            pixels = _warp_pixels(kernel, dtype, c, border_mode) if dense else 1
             fn = _kernels.get_function("warp.cu", _warp_expr(
                 "perspective" if perspective else "affine", kernel, dtype, c, dense, pixels,
                 dense and not uniform))
@@ -788,13 +789,32 @@ _WARP_DENSE = True
 # pixels, 0.37 at 1).
 _WARP_PIXELS_BY_SIZE = {("nearest", 8): 2, ("nearest", 12): 1, ("nearest", 16): 1,
                         ("linear", 8): 2, ("linear", 16): 2}
+# With a border other than constant every pixel outside the image goes through the border
+# pass after its group's store, and some kinds then run faster at fewer pixels a thread
+# (the same sweep under every border): (kernel, element type, channels) -> (pixels for
+# replicate, pixels for reflect / reflect101 / wrap); kinds not listed keep the count above.
+_WARP_PIXELS_BY_BORDER = {
+    ("nearest", "uint8", 4): (2, 2), ("linear", "uint8", 3): (2, 4),
+    ("linear", "uint8", 4): (2, 2),
+    ("nearest", "uint16", 1): (2, 2), ("linear", "uint16", 1): (2, 2),
+    ("linear", "uint16", 3): (1, 4),
+    ("nearest", "float16", 1): (2, 2), ("linear", "float16", 1): (2, 2),
+    ("nearest", "float16", 3): (1, 1), ("linear", "float16", 3): (1, 4),
+    ("linear", "float32", 1): (2, 2), ("linear", "float32", 3): (2, 2),
+}
 
 
-def _warp_pixels(kernel, dtype, channels):
-    """Output pixels a thread of a dense warp kernel makes side by side."""
+def _warp_pixels(kernel, dtype, channels, border_mode="constant"):
+    """Output pixels a thread of a dense warp kernel makes side by side (the host picks
+    the kernel's variant per call, so the count may follow the border mode)."""
     if kernel == "cubic":
         return 1 if channels >= 3 else 2
-    return _WARP_PIXELS_BY_SIZE.get((kernel, np.dtype(dtype).itemsize * channels),
+    dtype = np.dtype(dtype)
+    if border_mode != "constant":
+        picks = _WARP_PIXELS_BY_BORDER.get((kernel, dtype.name, channels))
+        if picks is not None:
+            return picks[border_mode != "replicate"]
+    return _WARP_PIXELS_BY_SIZE.get((kernel, dtype.itemsize * channels),
                                     _WARP_PIXELS_PER_THREAD)
 
 

@@ -729,7 +729,9 @@ def test_kernel_dense_unaligned_sources(kernels, warp_variants, border, channels
                         border, 200)
             check_batch(kernels, kernels.put(wide)[:, dy:, dx:], host, Ms, (h, w), "nearest",
                         border, 200)
-    assert {e.split("<")[1] for e in warp_variants} == {f"unsigned char, {channels}, true, {G._WARP_PIXELS_PER_THREAD}, false>"}
+    assert {e.split("<")[1] for e in warp_variants} == {
+        f"unsigned char, {channels}, true, {G._warp_pixels(i, np.uint8, channels, border)}, false>"
+        for i in ("nearest", "linear")}
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float16, np.float32])
@@ -799,7 +801,8 @@ def test_kernel_dense_uint8_tall_interiors(kernels, monkeypatch, warp_variants, 
             check_batch(kernels, src, ref, Ms, size, "linear", "constant", 9)
         check_batch(kernels, src, ref, Ms, (h, w), "linear", "reflect101")
     assert set(warp_variants) == {f"cupyprep_warp_affine_linear<unsigned char, {channels}, "
-                                  f"true, {G._WARP_PIXELS_PER_THREAD}, false>"}
+                                  f"true, {G._warp_pixels('linear', np.uint8, channels, b)}, false>"
+                                  for b in ("constant", "reflect101")}
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])
@@ -825,26 +828,29 @@ def test_kernel_dense_output_views(kernels, warp_variants, channels):
         for out in views:
             check_batch(kernels, kernels.put(host), host, Ms, (h, w), "linear", "constant", 4,
                         out=out)
-    dense = f"cupyprep_warp_affine_linear<unsigned char, {channels}, true, {G._WARP_PIXELS_PER_THREAD}, false>"
+    dense = {f"cupyprep_warp_affine_linear<unsigned char, {channels}, true, "
+             f"{G._warp_pixels('linear', np.uint8, channels, b)}, false>"
+             for b in ("constant", "reflect101")}
     generic = f"cupyprep_warp_affine_linear<unsigned char, {channels}, false, 1, false>"
-    assert warp_variants.count(dense) == 12
+    assert sum(warp_variants.count(e) for e in dense) == 12
     assert warp_variants.count(generic) == len(warp_variants) - 12 > 0
 
 
-def picked_pixels(name):
+def picked_pixels(name, border="constant"):
     """The pixels a thread that geometry picks for the dense warp kernel ``name``
-    (``cupyprep_warp_<op>_<interpolation><type, channels, ...>``)."""
+    (``cupyprep_warp_<op>_<interpolation><type, channels, ...>``) under ``border``."""
     kernel = name.split("<")[0].rsplit("_", 1)[1]
     ctype, channels = name.split("<")[1].split(", ")[:2]
     dtype = next(d for d, c in G.C_TYPES.items() if c == ctype)
-    return G._warp_pixels(kernel, dtype, int(channels))
+    return G._warp_pixels(kernel, dtype, int(channels), border)
 
 
 def test_warp_pixels_per_thread():
     """The dense warps' pixels a thread, as measured fastest on W5's rotations
     (benchmarks/NOTES.md): 4 for nearest and linear, fewer for wide pixels (nearest: 2 of 8
     bytes, 1 of 12 or 16; linear: 2 of 8 or 16) and for cubic (1 of 3 or 4 channels, else
-    2)."""
+    2); with another border, fewer for the kinds listed in _WARP_PIXELS_BY_BORDER. Every
+    count picked is a registered variant."""
     px = G._warp_pixels
     assert [px("linear", np.uint8, c) for c in (1, 3, 4)] == [4, 4, 4]
     assert [px("nearest", np.uint8, c) for c in (1, 3, 4)] == [4, 4, 4]
@@ -853,6 +859,26 @@ def test_warp_pixels_per_thread():
     assert [px("nearest", np.float16, c) for c in (1, 3, 4)] == [4, 4, 2]
     assert [px("linear", np.uint16, c) for c in (1, 3, 4)] == [4, 4, 2]
     assert [px("cubic", d, c) for d in (np.uint8, np.float32) for c in (1, 2, 3, 4)] == [2, 2, 1, 1] * 2
+    # other borders, whose pass over the pixels outside favours fewer pixels for some kinds
+    assert [px("linear", np.uint8, c, "replicate") for c in (1, 3, 4)] == [4, 2, 2]
+    assert [px("linear", np.uint8, c, "reflect101") for c in (1, 3, 4)] == [4, 4, 2]
+    assert [px("nearest", np.uint8, c, "wrap") for c in (1, 3, 4)] == [4, 4, 2]
+    assert [px("linear", np.uint16, c, "replicate") for c in (1, 3, 4)] == [2, 1, 2]
+    assert [px("linear", np.float16, c, "reflect") for c in (1, 3, 4)] == [2, 4, 2]
+    assert [px("nearest", np.float16, c, "reflect101") for c in (1, 3, 4)] == [2, 1, 2]
+    assert [px("nearest", np.uint16, c, "reflect101") for c in (1, 3, 4)] == [2, 4, 2]
+    assert [px("linear", np.float32, c, "wrap") for c in (1, 3, 4)] == [2, 2, 2]
+    assert [px("nearest", np.float32, c, "replicate") for c in (1, 3, 4)] == [4, 1, 1]
+    assert px("cubic", np.uint8, 3, "replicate") == 1
+    # every count picked is a registered variant (warmup and the NVRTC check compile those)
+    registered = {e for _, e in G._kernels.variants("warp")}
+    for op in ("affine", "perspective"):
+        for i in ("nearest", "linear", "cubic"):
+            for d in G.WARP_DTYPES:
+                for c in (1, 3, 4):
+                    for b in G.BORDER_MODES:
+                        for listed in (False, True):
+                            assert G._warp_expr(op, i, d, c, True, px(i, d, c, b), listed) in registered
 
 
 @pytest.mark.parametrize("dtype", [np.uint16, np.float16, np.float32])
@@ -873,8 +899,9 @@ def test_kernel_dense_other_types(kernels, warp_variants, dtype, interpolation):
                         perspective=True)
     ctype = G.C_TYPES[np.dtype(dtype)]
     assert set(warp_variants) == {f"cupyprep_warp_{op}_{interpolation}<{ctype}, {c}, true, "
-                                  f"{G._warp_pixels(interpolation, dtype, c)}, false>"
-                                  for op in ("affine", "perspective") for c in (1, 3, 4)}
+                                  f"{G._warp_pixels(interpolation, dtype, c, border)}, false>"
+                                  for op, border in (("affine", "wrap"), ("perspective", "constant"))
+                                  for c in (1, 3, 4)}
 
 
 @pytest.mark.parametrize("dtype", [np.uint16, np.float16, np.float32])
@@ -904,7 +931,8 @@ def test_kernel_dense_other_types_output_alignments(kernels, warp_variants, dtyp
         outside = np.repeat(~inside, np.dtype(dtype).itemsize)
         np.testing.assert_array_equal(got[outside], poison[outside])
     assert len(warp_variants) == 10 and all(
-        e.endswith(f"<{G.C_TYPES[np.dtype(dtype)]}, {channels}, true, {picked_pixels(e)}, false>")
+        e.endswith(f"<{G.C_TYPES[np.dtype(dtype)]}, {channels}, true, "
+                   f"{picked_pixels(e, 'reflect101')}, false>")
         for e in warp_variants)
 
 
@@ -924,6 +952,7 @@ def test_kernel_dense_source_words(kernels, warp_variants, dtype, channels):
     a multiple of the pixel. Widths around the reach; every border. All equal to cv2."""
     rng = np.random.default_rng(130 + channels)
     borders = list(BORDERS)
+    used = set()
     for w in (2, 3, 4, 5, 33):
         h = 5
         # the last image's taps visit every column and row (edge_matrices' first shift)
@@ -947,10 +976,11 @@ def test_kernel_dense_source_words(kernels, warp_variants, dtype, channels):
             for i, interpolation in enumerate(("nearest", "linear")):
                 border = borders[(k + 2 * i + w) % len(borders)]
                 check_batch(kernels, src, ref, Ms, (h + 1, w + 2), interpolation, border, 7)
+                used.add((interpolation, border))
     ctype = G.C_TYPES[np.dtype(dtype)]
     assert set(warp_variants) == {f"cupyprep_warp_affine_{i}<{ctype}, {channels}, true, "
-                                  f"{G._warp_pixels(i, dtype, channels)}, false>"
-                                  for i in ("nearest", "linear")}
+                                  f"{G._warp_pixels(i, dtype, channels, b)}, false>"
+                                  for i, b in used}
 
 
 @pytest.mark.parametrize("value", [0, 255])
@@ -981,7 +1011,9 @@ def test_kernel_dense_uint8_halves_extremes_and_far_coordinates(kernels, warp_va
         check_batch(kernels, kernels.put(batch), batch, np.stack(mats * len(host)), (h + 2, w + 3),
                     interpolation, border, value)
     assert set(warp_variants) == {f"cupyprep_warp_affine_{interpolation}<unsigned char, "
-                                  f"{channels}, true, {G._WARP_PIXELS_PER_THREAD}, false>"}
+                                  f"{channels}, true, "
+                                  f"{G._warp_pixels(interpolation, np.uint8, channels, b)}, false>"
+                                  for b in ("constant", "reflect101")}
 
 
 def dense_list(kernels, rng, channels, dtype):
@@ -1027,7 +1059,7 @@ def test_kernel_dense_lists(kernels, warp_variants, interpolation, channels, bor
             ref = cv2_warp(host, mats[k], size, interpolation, border, 200, perspective)
             np.testing.assert_array_equal(got[k], ref, err_msg=f"image {k} {host.shape}")
     t = "unsigned char"
-    px = G._WARP_PIXELS_PER_THREAD
+    px = G._warp_pixels(interpolation, np.uint8, channels, border)
     assert warp_variants == [f"cupyprep_warp_{op}_{interpolation}<{t}, {channels}, true, {px}, true>"
                              for op in ("affine", "perspective")]
     strided = kernels.put(random_image(rng, (6, 18) + ((channels,) if channels > 1 else ()), np.uint8))
@@ -1055,7 +1087,7 @@ def test_kernel_dense_lists_other_types(kernels, warp_variants, dtype):
             for k, host in enumerate(hosts):
                 assert_matches_opencv(got[k], cv2_warp(host, Ms[k], (6, 10), interpolation,
                                                        "replicate"), interpolation, dtype)
-    assert all(e.endswith(f", true, {picked_pixels(e)}, true>") for e in warp_variants)
+    assert all(e.endswith(f", true, {picked_pixels(e, 'replicate')}, true>") for e in warp_variants)
     sizes = [(4 + i % 5, 3 + i % 7) for i in range(70)]
     hosts = [random_image(rng, s + (3,), dtype) for s in sizes]
     Ms = np.stack([rotation(rng, *s) for s in sizes])
