@@ -1047,15 +1047,28 @@ __device__ __forceinline__ void cubic_sum(const Load& load, const float (&wx)[4]
     }
 }
 
+// A window's weights and a pixel's sums, passed to and from cubic_border_sum by value: an
+// array passed by reference to a function that is not inlined lives in local memory, and
+// the weights were then stored there for every pixel, the interior ones too.
+struct CubicWeights {
+    float x[4], y[4];
+};
+template <int CN>
+struct CubicSums {
+    float v[CN];
+};
+
 // The sum over a window that reaches past the image, each tap through the border: out of
 // line, so that a thread's pixels do not each carry a copy of the border logic.
 template <typename T, int CN, bool DENSE>
-__device__ __noinline__ void cubic_border_sum(const Item<T>& it, int ix, int iy, int border,
-                                              const float (&bval)[4], const float (&wx)[4],
-                                              const float (&wy)[4], float (&acc)[CN]) {
+__device__ __noinline__ CubicSums<CN> cubic_border_sum(const Item<T>& it, int ix, int iy,
+                                                       int border, const float (&bval)[4],
+                                                       CubicWeights w) {
+    CubicSums<CN> acc;
     cubic_sum<CN>([&](int r, int k, float (&p)[CN]) {
         tap<T, CN, DENSE>(it, ix - 1 + k, iy - 1 + r, border, bval, p);
-    }, wx, wy, acc);
+    }, w.x, w.y, acc.v);
+    return acc;
 }
 
 // Cubic: OpenCV 5 samples Keys' kernel at the unquantized float32 coordinate (its float
@@ -1082,9 +1095,9 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
         for (int c = 0; c < CN; ++c) v[c] = border_fill[c];
         return;
     }
-    float wx[4], wy[4];
-    cp::cubic_weights(__fsub_rn(sx, (float)ix), wx);  // resize's weights (sampling.cuh)
-    cp::cubic_weights(__fsub_rn(sy, (float)iy), wy);
+    CubicWeights w;
+    cp::cubic_weights(__fsub_rn(sx, (float)ix), w.x);  // resize's weights (sampling.cuh)
+    cp::cubic_weights(__fsub_rn(sy, (float)iy), w.y);
     float acc[CN];
     // dense integer and float16 pixels: each window row's 4 * CN elements from the aligned
     // 32-bit words that cover them, which reach up to 3 bytes past the row's last tap (the
@@ -1108,14 +1121,16 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
             cubic_sum<CN>([&](int r, int k, float (&p)[CN]) {
 #pragma unroll
                 for (int c = 0; c < CN; ++c) p[c] = word_element<T>(b[r], k * CN + c);
-            }, wx, wy, acc);
+            }, w.x, w.y, acc);
         } else {
             cubic_sum<CN>([&](int r, int k, float (&p)[CN]) {
                 load_pixel<T, CN, DENSE>(it, first + r * it.s_y + k * s_x, p);
-            }, wx, wy, acc);
+            }, w.x, w.y, acc);
         }
     } else {
-        cubic_border_sum<T, CN, DENSE>(it, ix, iy, border, bval, wx, wy, acc);
+        const CubicSums<CN> sums = cubic_border_sum<T, CN, DENSE>(it, ix, iy, border, bval, w);
+#pragma unroll
+        for (int c = 0; c < CN; ++c) acc[c] = sums.v[c];
     }
 #pragma unroll
     for (int c = 0; c < CN; ++c) v[c] = cp::from_float<T>(acc[c]);
