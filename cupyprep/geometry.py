@@ -785,14 +785,17 @@ _WARP_DENSE = True
 # Where a pixel is wide, fewer pixels a thread ran faster on W5's rotations (the sweep is
 # in benchmarks/NOTES.md): nearest / linear by (kernel, bytes a pixel), the others taking
 # _WARP_PIXELS_PER_THREAD; cubic, whose 16 taps a pixel are 4 times linear's work, one
-# pixel of 3 or 4 channels a thread and two of 1 or 2 (uint8 3 channels 0.50 ms at 4
-# pixels, 0.37 at 1).
+# pixel a thread for uint8, two for float32 (one of 3 or 4 channels with a border other
+# than constant), and for 2-byte elements one of 3 or 4 channels and two of 1 or 2 (uint8 3
+# channels 0.50 ms at 4 pixels, 0.31 at 1; float32 3 channels 0.57 at 4, 0.47 at 2).
 _WARP_PIXELS_BY_SIZE = {("nearest", 8): 2, ("nearest", 12): 1, ("nearest", 16): 1,
                         ("linear", 8): 2, ("linear", 16): 2}
 # With a border other than constant every pixel outside the image goes through the border
 # pass after its group's store, and some kinds then run faster at fewer pixels a thread
 # (the same sweep under every border): (kernel, element type, channels) -> (pixels for
 # replicate, pixels for reflect / reflect101 / wrap); kinds not listed keep the count above.
+# float32 cubic of 3 or 4 channels makes one pixel there (3 channels at two ran 6% slower
+# with a replicated border, 7% faster with the constant one).
 _WARP_PIXELS_BY_BORDER = {
     ("nearest", "uint8", 4): (2, 2), ("linear", "uint8", 3): (2, 4),
     ("linear", "uint8", 4): (2, 2),
@@ -801,19 +804,20 @@ _WARP_PIXELS_BY_BORDER = {
     ("nearest", "float16", 1): (2, 2), ("linear", "float16", 1): (2, 2),
     ("nearest", "float16", 3): (1, 1), ("linear", "float16", 3): (1, 4),
     ("linear", "float32", 1): (2, 2), ("linear", "float32", 3): (2, 2),
+    ("cubic", "float32", 3): (1, 1), ("cubic", "float32", 4): (1, 1),
 }
 
 
 def _warp_pixels(kernel, dtype, channels, border_mode="constant"):
     """Output pixels a thread of a dense warp kernel makes side by side (the host picks
     the kernel's variant per call, so the count may follow the border mode)."""
-    if kernel == "cubic":
-        return 1 if channels >= 3 else 2
     dtype = np.dtype(dtype)
     if border_mode != "constant":
         picks = _WARP_PIXELS_BY_BORDER.get((kernel, dtype.name, channels))
         if picks is not None:
             return picks[border_mode != "replicate"]
+    if kernel == "cubic":
+        return {1: 1, 4: 2}.get(dtype.itemsize, 1 if channels >= 3 else 2)
     return _WARP_PIXELS_BY_SIZE.get((kernel, dtype.itemsize * channels),
                                     _WARP_PIXELS_PER_THREAD)
 

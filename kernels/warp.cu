@@ -225,6 +225,32 @@ __device__ __forceinline__ void row_words(const unsigned char* p, unsigned (&b)[
     for (int k = 0; k < N; ++k) b[k] = __funnelshift_r(x[k], x[k + 1], shift);
 }
 
+// The 4 * N bytes at p (any alignment) as N 32-bit words, from the aligned 8-byte words that
+// cover them: those start up to 7 bytes before p (in the 8-byte word holding it, in the
+// same allocation) and, the last loaded only where the bytes reach it, end up to 7 bytes
+// past them. A warp issues fewer loads than with row_words (4 for 24 bytes, where
+// row_words issues 6 and a seventh for the lanes off a word), for two selects per word.
+template <int N>
+__device__ __forceinline__ void row_words64(const unsigned char* p, unsigned (&b)[N]) {
+    const unsigned long long a = (unsigned long long)p;
+    const uint2* w = reinterpret_cast<const uint2*>(a & ~7ull);
+    const unsigned d = (unsigned)(a & 7u);
+    constexpr int kLoads = (4 * N + 7 + 7) / 8;  // the 8-byte words d + 4N bytes can touch
+    unsigned y[2 * kLoads];
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) {
+        const bool need = 8 * j < 4 * N || 8u * j < d + 4u * N;  // starts before the end
+        const uint2 u = need ? __ldg(w + j) : make_uint2(0u, 0u);
+        y[2 * j] = u.x;
+        y[2 * j + 1] = u.y;
+    }
+    const bool odd = d >= 4u;
+    const unsigned shift = (d & 3u) * 8;
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+        b[k] = __funnelshift_r(odd ? y[k + 1] : y[k], odd ? y[k + 2] : y[k + 1], shift);
+}
+
 // The N 32-bit elements at p (4-byte aligned; N even) as N / 2 aligned 8-byte loads: where
 // p is not 8-byte aligned those start 4 bytes before p (in the 8-byte word holding it) and
 // the last element comes as one more 4-byte load, so nothing past the N elements is read.
@@ -1100,12 +1126,16 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
     cp::cubic_weights(__fsub_rn(sy, (float)iy), w.y);
     float acc[CN];
     // dense integer and float16 pixels: each window row's 4 * CN elements from the aligned
-    // 32-bit words that cover them, which reach up to 3 bytes past the row's last tap (the
-    // window must end that many pixels inside the image's row); float32 of 1 or 3 channels
-    // through row_words8 (2 and 4 channels are whole-word pixels: load_pixel)
+    // words that cover them (row_words64 for rows of 24 or 32 bytes, 2-byte elements of 3
+    // or 4 channels; row_words's 32-bit words for the shorter rows, where the 8-byte words'
+    // selects cost more than their fewer loads save), which reach up to 7 (3) bytes past
+    // the row's last tap (the window must end that many pixels inside the image's row);
+    // float32 of 1 or 3 channels through row_words8 (2 and 4 channels are whole-word
+    // pixels: load_pixel)
     constexpr bool kWords = DENSE && (sizeof(T) <= 2 || !pixel_words<T, CN>::value);
     constexpr int kPixel = CN * (int)sizeof(T);
-    constexpr int kPast = kWords && sizeof(T) <= 2 ? (3 + kPixel - 1) / kPixel : 0;
+    constexpr int kReach = kPixel >= 6 ? 7 : 3;
+    constexpr int kPast = kWords && sizeof(T) <= 2 ? (kReach + kPixel - 1) / kPixel : 0;
     if (ix >= 1 && ix + 2 + kPast < it.w && iy >= 1 && iy + 2 < it.h) {
         const cp::i64 s_x = pixel_step<DENSE, CN>(it);
         const T* first = it.img + (cp::i64)(iy - 1) * it.s_y + (cp::i64)(ix - 1) * s_x;
@@ -1115,6 +1145,8 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
             for (int r = 0; r < 4; ++r) {
                 if constexpr (sizeof(T) == 4)
                     row_words8<kPixel>(first + r * it.s_y, b[r]);
+                else if constexpr (kPixel >= 6)
+                    row_words64<kPixel>(reinterpret_cast<const unsigned char*>(first + r * it.s_y), b[r]);
                 else
                     row_words<kPixel>(reinterpret_cast<const unsigned char*>(first + r * it.s_y), b[r]);
             }

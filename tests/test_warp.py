@@ -769,9 +769,9 @@ def test_kernel_dense_cubic(kernels, monkeypatch, warp_variants, dtype, channels
                 monkeypatch.setattr(G, "_WARP_DENSE", True)
                 np.testing.assert_array_equal(dense.view(np.uint8), generic.view(np.uint8))
     ctype = G.C_TYPES[np.dtype(dtype)]
-    px = G._warp_pixels("cubic", dtype, channels)
-    assert set(warp_variants) == {f"cupyprep_warp_affine_cubic<{ctype}, {channels}, true, {px}, false>",
-                                  f"cupyprep_warp_affine_cubic<{ctype}, {channels}, false, 1, false>"}
+    dense = {f"cupyprep_warp_affine_cubic<{ctype}, {channels}, true, "
+             f"{G._warp_pixels('cubic', dtype, channels, b)}, false>" for b in ("constant", "reflect101")}
+    assert set(warp_variants) == dense | {f"cupyprep_warp_affine_cubic<{ctype}, {channels}, false, 1, false>"}
 
 
 @pytest.mark.parametrize("block_x", [16, 4])
@@ -848,8 +848,8 @@ def picked_pixels(name, border="constant"):
 def test_warp_pixels_per_thread():
     """The dense warps' pixels a thread, as measured fastest on W5's rotations
     (benchmarks/NOTES.md): 4 for nearest and linear, fewer for wide pixels (nearest: 2 of 8
-    bytes, 1 of 12 or 16; linear: 2 of 8 or 16) and for cubic (1 of 3 or 4 channels, else
-    2); with another border, fewer for the kinds listed in _WARP_PIXELS_BY_BORDER. Every
+    bytes, 1 of 12 or 16; linear: 2 of 8 or 16) and for cubic (uint8 1, float32 2, 2-byte
+    elements 1 of 3 or 4 channels, else 2); with another border, fewer for the kinds listed in _WARP_PIXELS_BY_BORDER. Every
     count picked is a registered variant."""
     px = G._warp_pixels
     assert [px("linear", np.uint8, c) for c in (1, 3, 4)] == [4, 4, 4]
@@ -858,7 +858,9 @@ def test_warp_pixels_per_thread():
     assert [px("nearest", np.float32, c) for c in (1, 3, 4)] == [4, 1, 1]
     assert [px("nearest", np.float16, c) for c in (1, 3, 4)] == [4, 4, 2]
     assert [px("linear", np.uint16, c) for c in (1, 3, 4)] == [4, 4, 2]
-    assert [px("cubic", d, c) for d in (np.uint8, np.float32) for c in (1, 2, 3, 4)] == [2, 2, 1, 1] * 2
+    assert [px("cubic", np.uint8, c) for c in (1, 2, 3, 4)] == [1, 1, 1, 1]
+    assert [px("cubic", d, c) for d in (np.uint16, np.float16) for c in (1, 2, 3, 4)] == [2, 2, 1, 1] * 2
+    assert [px("cubic", np.float32, c) for c in (1, 2, 3, 4)] == [2, 2, 2, 2]
     # other borders, whose pass over the pixels outside favours fewer pixels for some kinds
     assert [px("linear", np.uint8, c, "replicate") for c in (1, 3, 4)] == [4, 2, 2]
     assert [px("linear", np.uint8, c, "reflect101") for c in (1, 3, 4)] == [4, 4, 2]
@@ -870,6 +872,7 @@ def test_warp_pixels_per_thread():
     assert [px("linear", np.float32, c, "wrap") for c in (1, 3, 4)] == [2, 2, 2]
     assert [px("nearest", np.float32, c, "replicate") for c in (1, 3, 4)] == [4, 1, 1]
     assert px("cubic", np.uint8, 3, "replicate") == 1
+    assert [px("cubic", np.float32, c, "reflect101") for c in (1, 2, 3, 4)] == [2, 2, 1, 1]
     # every count picked is a registered variant (warmup and the NVRTC check compile those)
     registered = {e for _, e in G._kernels.variants("warp")}
     for op in ("affine", "perspective"):
