@@ -774,6 +774,28 @@ def test_kernel_dense_cubic(kernels, monkeypatch, warp_variants, dtype, channels
     assert set(warp_variants) == dense | {f"cupyprep_warp_affine_cubic<{ctype}, {channels}, false, 1, false>"}
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_kernel_dense_cubic_tall(kernels, monkeypatch, warp_variants, dtype):
+    """Cubic outputs taller than a block's rows (uint8 makes one pixel a thread and twice
+    the default rows a thread, float32 two pixels and the default rows): heights around
+    one and two block tiles, so threads start and stop inside their rows, equal to the
+    generic kernel bit for bit and to cv2 within cubic's tolerance."""
+    rng = np.random.default_rng(140)
+    px = G._warp_pixels("cubic", dtype, 3)
+    tile = G._warp_rows("cubic", px) * (G._kernels.BLOCK_3D // G._WARP_BLOCK_X)
+    h, w = tile + 5, 11
+    host = random_image(rng, (2, h, w, 3), dtype)
+    Ms = np.stack([rotation(rng, h, w), cv2.getRotationMatrix2D((w / 2, h / 2), 7.0, 1.1)])
+    for size in [(tile - 1, w), (2 * tile + 3, w + 2)]:
+        dense = check_batch(kernels, kernels.put(host), host, Ms, size, "cubic", "constant", 7)
+        monkeypatch.setattr(G, "_WARP_DENSE", False)
+        generic = check_batch(kernels, kernels.put(host), host, Ms, size, "cubic", "constant", 7)
+        monkeypatch.setattr(G, "_WARP_DENSE", True)
+        np.testing.assert_array_equal(dense.view(np.uint8), generic.view(np.uint8))
+    ctype = G.C_TYPES[np.dtype(dtype)]
+    assert f"cupyprep_warp_affine_cubic<{ctype}, 3, true, {px}, false>" in warp_variants
+
+
 @pytest.mark.parametrize("block_x", [16, 4])
 @pytest.mark.parametrize("channels", [1, 3, 4])
 def test_kernel_dense_uint8_tall_interiors(kernels, monkeypatch, warp_variants, channels,
@@ -872,6 +894,10 @@ def test_warp_pixels_per_thread():
     assert [px("linear", np.float32, c, "wrap") for c in (1, 3, 4)] == [2, 2, 2]
     assert [px("nearest", np.float32, c, "replicate") for c in (1, 3, 4)] == [4, 1, 1]
     assert px("cubic", np.uint8, 3, "replicate") == 1
+    # rows a thread: twice the default for cubic at one pixel a row
+    rows = G._WARP_ROWS_PER_THREAD
+    assert [G._warp_rows(i, p) for i, p in (("cubic", 1), ("cubic", 2), ("linear", 1), ("nearest", 4))] == \
+        [2 * rows, rows, rows, rows]
     assert [px("cubic", np.float32, c, "reflect101") for c in (1, 2, 3, 4)] == [2, 2, 1, 1]
     # every count picked is a registered variant (warmup and the NVRTC check compile those)
     registered = {e for _, e in G._kernels.variants("warp")}
