@@ -583,13 +583,13 @@ __device__ __forceinline__ void dense_rest(const Item<T>& it, T* out, unsigned r
         const int p = __ffs((int)rest) - 1;
         rest &= rest - 1;
         T u[CN];
-        if (edge(x0 + p, u)) {
-        } else if (LINEAR) {
-            warp_linear<T, CN, PERSPECTIVE, true>(it, x0 + p, y, border, bval, border_fill,
-                                                  body_end, u);
-        } else {
-            warp_nearest<T, CN, PERSPECTIVE, true>(it, x0 + p, y, border, bval, border_fill,
-                                                   body_end, u);
+        if (!edge(x0 + p, u)) {
+            if (LINEAR)
+                warp_linear<T, CN, PERSPECTIVE, true>(it, x0 + p, y, border, bval, border_fill,
+                                                      body_end, u);
+            else
+                warp_nearest<T, CN, PERSPECTIVE, true>(it, x0 + p, y, border, bval,
+                                                       border_fill, body_end, u);
         }
 #pragma unroll
         for (int c = 0; c < CN; ++c) out[p * CN + c] = u[c];
@@ -1124,7 +1124,7 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
     CubicWeights w;
     cp::cubic_weights(__fsub_rn(sx, (float)ix), w.x);  // resize's weights (sampling.cuh)
     cp::cubic_weights(__fsub_rn(sy, (float)iy), w.y);
-    float acc[CN];
+    CubicSums<CN> acc;
     // dense integer and float16 pixels: each window row's 4 * CN elements from the aligned
     // words that cover them (row_words64 for rows of 24 or 32 bytes, 2-byte elements of 3
     // or 4 channels; row_words's 32-bit words for the shorter rows, where the 8-byte words'
@@ -1153,19 +1153,17 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
             cubic_sum<CN>([&](int r, int k, float (&p)[CN]) {
 #pragma unroll
                 for (int c = 0; c < CN; ++c) p[c] = word_element<T>(b[r], k * CN + c);
-            }, w.x, w.y, acc);
+            }, w.x, w.y, acc.v);
         } else {
             cubic_sum<CN>([&](int r, int k, float (&p)[CN]) {
                 load_pixel<T, CN, DENSE>(it, first + r * it.s_y + k * s_x, p);
-            }, w.x, w.y, acc);
+            }, w.x, w.y, acc.v);
         }
     } else {
-        const CubicSums<CN> sums = cubic_border_sum<T, CN, DENSE>(it, ix, iy, border, bval, w);
-#pragma unroll
-        for (int c = 0; c < CN; ++c) acc[c] = sums.v[c];
+        acc = cubic_border_sum<T, CN, DENSE>(it, ix, iy, border, bval, w);
     }
 #pragma unroll
-    for (int c = 0; c < CN; ++c) v[c] = cp::from_float<T>(acc[c]);
+    for (int c = 0; c < CN; ++c) v[c] = cp::from_float<T>(acc.v[c]);
 }
 
 // Cubic in the dense kernels' first pass: the whole pixel (its border logic is already out

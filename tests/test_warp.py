@@ -871,8 +871,9 @@ def test_warp_pixels_per_thread():
     """The dense warps' pixels a thread, as measured fastest on W5's rotations
     (benchmarks/NOTES.md): 4 for nearest and linear, fewer for wide pixels (nearest: 2 of 8
     bytes, 1 of 12 or 16; linear: 2 of 8 or 16) and for cubic (uint8 1, float32 2, 2-byte
-    elements 1 of 3 or 4 channels, else 2); with another border, fewer for the kinds listed in _WARP_PIXELS_BY_BORDER. Every
-    count picked is a registered variant."""
+    elements 1 of 3 or 4 channels, else 2); with another border, fewer for the kinds listed
+    in _WARP_PIXELS_BY_BORDER; twice the rows a thread for cubic at one pixel. Every count
+    picked is a registered variant."""
     px = G._warp_pixels
     assert [px("linear", np.uint8, c) for c in (1, 3, 4)] == [4, 4, 4]
     assert [px("nearest", np.uint8, c) for c in (1, 3, 4)] == [4, 4, 4]
@@ -894,11 +895,11 @@ def test_warp_pixels_per_thread():
     assert [px("linear", np.float32, c, "wrap") for c in (1, 3, 4)] == [2, 2, 2]
     assert [px("nearest", np.float32, c, "replicate") for c in (1, 3, 4)] == [4, 1, 1]
     assert px("cubic", np.uint8, 3, "replicate") == 1
+    assert [px("cubic", np.float32, c, "reflect101") for c in (1, 2, 3, 4)] == [2, 2, 1, 1]
     # rows a thread: twice the default for cubic at one pixel a row
     rows = G._WARP_ROWS_PER_THREAD
     assert [G._warp_rows(i, p) for i, p in (("cubic", 1), ("cubic", 2), ("linear", 1), ("nearest", 4))] == \
         [2 * rows, rows, rows, rows]
-    assert [px("cubic", np.float32, c, "reflect101") for c in (1, 2, 3, 4)] == [2, 2, 1, 1]
     # every count picked is a registered variant (warmup and the NVRTC check compile those)
     registered = {e for _, e in G._kernels.variants("warp")}
     for op in ("affine", "perspective"):
