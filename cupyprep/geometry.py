@@ -293,15 +293,16 @@ def invert_affine_transform(matrix):
     >>> back = cupyprep.invert_affine_transform(M)                       # doctest: +SKIP
     """
     m = _as_float_array("matrix", matrix, (2, 3))
-    return _invert_affine(m, _xp_of(m), lambda: ValueError(
-        f"matrix: singular affine matrix (determinant 0), got {_arrays.describe(m)}"))
+    return _invert_affine(m, _xp_of(m), lambda k: ValueError(
+        f"{_item('matrix', k)}: singular affine matrix (determinant 0), got {_arrays.describe(m)}"))
 
 
 def _invert_affine(m, xp, singular=None):
     """``cv2.invertAffineTransform``'s formula on (2, 3) / (N, 2, 3) float64 matrices
-    (``1 / det``, then each product rounded once). ``singular()`` makes the error raised
-    where a determinant is 0 (for device matrices the test reads one flag back); without
-    it (matrices known to be regular) a zero determinant gives zeros."""
+    (``1 / det``, then each product rounded once). ``singular(k)`` makes the error raised
+    where a determinant is 0, k the first such matrix of a batch (None for one matrix; for
+    device matrices the test reads one number back); without it (matrices known to be
+    regular) a zero determinant gives zeros."""
     if xp is np and m.shape == (2, 3):
         # one host matrix (the usual cv2-style call): the same formula on Python floats
         # (IEEE doubles, each operation rounded once, as NumPy's), a tenth of the host
@@ -309,13 +310,15 @@ def _invert_affine(m, xp, singular=None):
         (a, b, c), (d, e, f) = m.tolist()
         det = a * e - b * d
         if det == 0 and singular is not None:
-            raise singular()
+            raise singular(None)
         det = 1.0 / det if det != 0 else 0.0
         i00, i11, i01, i10 = e * det, a * det, b * -det, d * -det
         return np.array([[i00, i01, -i00 * c - i01 * f], [i10, i11, -i10 * c - i11 * f]])
     d = m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
-    if singular is not None and bool(_arrays.read_back(xp.any(d == 0), *_SINGULARITY_READ)):
-        raise singular()
+    if singular is not None:
+        k = _first_zero(d, xp)
+        if k is not None:
+            raise singular(k if m.ndim == 3 else None)
     d = xp.where(d != 0, 1.0 / xp.where(d != 0, d, 1.0), 0.0)
     a11, a22 = m[..., 1, 1] * d, m[..., 0, 0] * d
     a12, a21 = m[..., 0, 1] * -d, m[..., 1, 0] * -d
@@ -422,6 +425,21 @@ def _similarity_numpy(s, d, name):
     tx = md[..., 0, 0] - (a * mx - b * my)
     ty = md[..., 0, 1] - (b * mx + a * my)
     return np.stack([np.stack([a, -b, tx], axis=-1), np.stack([b, a, ty], axis=-1)], axis=-2)
+
+
+def _first_zero(d, xp):
+    """The flat index of the first zero among the determinants ``d`` (one number read back
+    for device arrays), or None."""
+    zero = (d == 0).reshape(-1)
+    if zero.size == 0:
+        return None
+    k = int(_arrays.read_back(xp.where(zero.any(), xp.argmax(zero), -1), *_SINGULARITY_READ))
+    return k if k >= 0 else None
+
+
+def _item(name, k):
+    """``name``, or ``name[k]`` for the k-th of a batch (k None: one value)."""
+    return name if k is None else f"{name}[{k}]"
 
 
 def _singular_fit(name):
@@ -637,12 +655,13 @@ def _inverse(m, perspective, inverse_map, name):
     if inverse_map:
         return m
     if not perspective:
-        return _invert_affine(m, xp, lambda: _singular_affine(name))
+        return _invert_affine(m, xp, lambda k: _singular_affine(_item(name, k)))
     if xp is not np:  # before CuPy's det: it calls cuBLAS, which a capture refuses too
         _arrays.refuse_under_capture(*_SINGULARITY_READ)
-    det = xp.linalg.det(m)
-    if bool(_arrays.to_host(xp.any(det == 0))):
-        raise ValueError(f"{name}: singular perspective matrix (determinant 0) cannot be inverted")
+    k = _first_zero(xp.linalg.det(m), xp)
+    if k is not None:
+        raise ValueError(f"{_item(name, k if m.ndim == 3 else None)}: singular perspective matrix "
+                         "(determinant 0) cannot be inverted")
     if xp is np:
         # cv2.warpPerspective inverts with cv::invert (LU); use it where it is at hand
         from .cpu import cv2_module
@@ -983,7 +1002,8 @@ def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFAC
             mats, inv = _similarity_on_device(xp, lm, tmpl, "landmarks", inverse=True)
         else:
             mats = _similarity_numpy(lm, tmpl, "landmarks")
-            inv = _invert_affine(mats, np, lambda: _singular_fit("landmarks"))
+            # the same words as the device path's check, which does not say which fit
+            inv = _invert_affine(mats, np, lambda k: _singular_fit("landmarks"))
         crops = _warp(images, inv, (dh, dw), interpolation, "constant", 0, True, out, False,
                       src_index=idx.astype(np.int32), name="images", matrix_name="landmarks",
                       checked=True, gathered=gathered)

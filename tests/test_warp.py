@@ -8,7 +8,7 @@ import pytest
 from cupyprep import geometry as G
 from conftest import assert_close, photo, random_image
 
-cv2 = pytest.importorskip("cv2")
+import cv2  # noqa: E402  (the reference of every test here; in the test extra)
 
 FLAGS = {"nearest": cv2.INTER_NEAREST, "linear": cv2.INTER_LINEAR, "cubic": cv2.INTER_CUBIC}
 BORDERS = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE,
@@ -42,12 +42,14 @@ def homography(rng, h, w):
 
 def cv2_warp(img, M, size, interpolation, border="constant", value=0, perspective=False,
              inverse=False):
-    """The reference: cv2 on one HW / HWC image (float16 through float32)."""
+    """The reference: cv2 on one HW / HWC image (float16 through float32). ``value``: one
+    number for every channel, or one per channel."""
     src = img.astype(np.float32) if img.dtype == np.float16 else img
     fn = cv2.warpPerspective if perspective else cv2.warpAffine
     flags = FLAGS[interpolation] | (cv2.WARP_INVERSE_MAP if inverse else 0)
+    value = tuple(value) + (0,) * (4 - len(value)) if isinstance(value, tuple) else (value,) * 4
     res = fn(src, M, (size[1], size[0]), flags=flags, borderMode=BORDERS[border],
-             borderValue=(value,) * 4)
+             borderValue=value)
     if img.ndim == 3 and res.ndim == 2:
         res = res[:, :, None]
     return res.astype(img.dtype)
@@ -61,6 +63,7 @@ def test_rotation_matrix_matches_cv2():
     batch = G.get_rotation_matrix_2d(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([10.0, 20.0]),
                                      np.array([1.0, 0.5]))
     assert batch.shape == (2, 2, 3)
+    np.testing.assert_allclose(batch[0], cv2.getRotationMatrix2D((1.0, 2.0), 10.0, 1.0), atol=1e-12)
     np.testing.assert_allclose(batch[1], cv2.getRotationMatrix2D((3.0, 4.0), 20.0, 0.5), atol=1e-12)
 
 
@@ -73,6 +76,7 @@ def test_affine_and_perspective_transform_match_cv2():
     np.testing.assert_allclose(G.get_perspective_transform(src4, dst4),
                                cv2.getPerspectiveTransform(src4, dst4), rtol=1e-9, atol=1e-9)
     both = G.get_perspective_transform(np.stack([src4, dst4]), np.stack([dst4, src4]))
+    np.testing.assert_allclose(both[0], cv2.getPerspectiveTransform(src4, dst4), rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(both[1], cv2.getPerspectiveTransform(dst4, src4), rtol=1e-9, atol=1e-9)
 
 
@@ -97,9 +101,12 @@ def test_warp_inverse_of_one_host_matrix_is_cv2s():
     singular = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 5.0]])
     with pytest.raises(ValueError, match="M: singular"):
         G._inverse(singular, False, False, "M")
-    for m in (singular, singular[None]):
-        with pytest.raises(ValueError, match="matrix: singular"):
-            G.invert_affine_transform(m)
+    with pytest.raises(ValueError, match=r"^matrix: singular"):
+        G.invert_affine_transform(singular)
+    # in a batch the error names the first singular matrix
+    batch = np.stack([np.array([[2.0, 1.0, 3.0], [0.5, 4.0, 5.0]]), singular, singular])
+    with pytest.raises(ValueError, match=r"^matrix\[1\]: singular"):
+        G.invert_affine_transform(batch)
 
 
 def test_estimate_similarity_recovers_and_matches_skimage():
@@ -126,8 +133,12 @@ def test_transform_points_matches_cv2():
     M, H = rotation(rng, 40, 40), homography(rng, 40, 40)
     np.testing.assert_allclose(G.transform_points(pts, M), cv2.transform(pts[None], M)[0], atol=1e-9)
     np.testing.assert_allclose(G.transform_points(pts, H), cv2.perspectiveTransform(pts[None], H)[0], atol=1e-9)
-    batched = G.transform_points(np.stack([pts, pts]), np.stack([M, np.eye(3)[:2]]))
-    np.testing.assert_allclose(batched[1], pts)
+    batched = G.transform_points(np.stack([pts, pts[::-1]]), np.stack([M, np.eye(3)[:2]]))
+    np.testing.assert_allclose(batched[0], cv2.transform(pts[None], M)[0], atol=1e-9)
+    np.testing.assert_allclose(batched[1], pts[::-1])
+    homs = G.transform_points(np.stack([pts, pts[::-1]]), np.stack([H, H.T]))
+    np.testing.assert_allclose(homs[0], cv2.perspectiveTransform(pts[None], H)[0], atol=1e-9)
+    np.testing.assert_allclose(homs[1], cv2.perspectiveTransform(pts[None, ::-1], H.T)[0], atol=1e-9)
 
 
 @pytest.mark.parametrize("call, exc, words", [
@@ -202,7 +213,8 @@ def test_cpu_batch_per_image_matrices_and_ragged():
     ragged = [random_image(rng, s + (3,), np.uint8) for s in [(10, 12), (17, 9)]]
     got = G.warp_affine(ragged, Ms[:2], (8, 8))
     assert got.shape == (2, 8, 8, 3)
-    np.testing.assert_array_equal(got[1], cv2_warp(ragged[1], Ms[1], (8, 8), "linear"))
+    for n in range(2):
+        np.testing.assert_array_equal(got[n], cv2_warp(ragged[n], Ms[n], (8, 8), "linear"))
     empty = G.warp_affine(np.zeros((0, 5, 5, 3), np.uint8), np.eye(3)[:2], (4, 6))
     assert empty.shape == (0, 4, 6, 3) and empty.dtype == np.uint8
 
@@ -254,14 +266,61 @@ def test_perspective_singular_matrix():
         G.warp_perspective(np.zeros((5, 5), np.uint8), np.zeros((3, 3)), (4, 4))
 
 
+@pytest.mark.parametrize("M, exc, words", [
+    (np.zeros((3, 3)), ValueError, ["M", "singular perspective"]),
+    (np.eye(3)[:2], ValueError, ["M", "(3, 3) or (2, 3, 3)", "shape (2, 3)"]),
+    (np.ones((4, 3, 3)), ValueError, ["M", "2 (one per image)", "got 4"]),
+    (np.full((3, 3), np.inf), ValueError, ["M", "finite"]),
+    ("rotate", TypeError, ["M", "(3, 3)", "'rotate'"]),
+])
+def test_bad_matrix_perspective(M, exc, words):
+    with pytest.raises(exc) as info:
+        G.warp_perspective(np.zeros((2, 6, 6, 3), np.uint8), M, (4, 4))
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
+
+
+SINGULAR_AFFINE = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 5.0]])
+
+
+def singular_in_a_batch(put):
+    """A batch of matrices, one of them singular: the error names that one, for host and
+    ``put`` (device) matrices, before any launch."""
+    img = put(np.zeros((3, 6, 6, 3), np.uint8))
+    A = np.stack([np.eye(3)[:2], np.eye(3)[:2] * 2, SINGULAR_AFFINE])
+    P = np.stack([np.eye(3), np.vstack([SINGULAR_AFFINE, [0.0, 0.0, 1.0]]), np.eye(3)])
+    for m in (A, put(A)):
+        with pytest.raises(ValueError, match=r"^M\[2\]: singular affine matrix"):
+            G.warp_affine(img, m, (4, 4))
+    for m in (P, put(P)):
+        with pytest.raises(ValueError, match=r"^M\[1\]: singular perspective matrix"):
+            G.warp_perspective(img, m, (4, 4))
+
+
+def test_cpu_singular_matrix_in_a_batch():
+    singular_in_a_batch(np.asarray)
+
+
+def test_kernel_singular_matrix_in_a_batch(kernels):
+    singular_in_a_batch(kernels.put)
+
+
 def test_cpu_align_faces_puts_landmarks_on_template():
     img = photo("astronaut")
     lm = np.array([[[180.0, 100.0], [240.0, 110.0], [205.0, 140.0], [185.0, 170.0], [235.0, 175.0]]])
     crops, mats = G.align_faces(img[None], lm, np.array([0]))
     assert crops.shape == (1, 112, 112, 3)
+    # the least-squares similarity of the landmarks onto the template (skimage's, in
+    # test_estimate_similarity_recovers_and_matches_skimage)
+    np.testing.assert_allclose(mats[0], G.estimate_similarity(lm[0], G.ARCFACE_112), rtol=0, atol=1e-9)
     moved = G.transform_points(lm[0], mats[0])
-    assert np.abs(moved - G.ARCFACE_112).max() < 6  # a least-squares fit of 5 points
+    assert np.abs(moved - G.ARCFACE_112).max() < 2.5  # 5 points fitted: 2.32 px off at most here
     np.testing.assert_array_equal(crops[0], cv2_warp(img, mats[0], (112, 112), "linear"))
+    # another size scales the template by (width / 112, height / 112)
+    crops, mats = G.align_faces(img[None], lm, np.array([0]), size=(56, 48))
+    np.testing.assert_allclose(mats[0], G.estimate_similarity(lm[0], G.ARCFACE_112 * [48 / 112, 56 / 112]),
+                               rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(crops[0], cv2_warp(img, mats[0], (56, 48), "linear"))
 
 
 def test_cpu_align_faces_torch_images_give_torch_matrices():
@@ -285,7 +344,9 @@ def test_cpu_random_affine_reproducible_and_boxes_follow():
     for n in range(4):
         np.testing.assert_array_equal(a[n], cv2_warp(batch[n], Ma[n], batch.shape[1:3], "linear"))
     corners = np.array([[[0.0, 0.0], [63.0, 63.0]]] * 4)
-    assert G.transform_points(corners, Ma).shape == (4, 2, 2)
+    moved = G.transform_points(corners, Ma)
+    for n in range(4):
+        np.testing.assert_allclose(moved[n], cv2.transform(corners[n][None], Ma[n])[0], atol=1e-9)
 
 
 # --- kernels (emulated in CI; GPU with -m gpu) ------------------------------------------------
@@ -382,12 +443,13 @@ def test_kernel_every_border_on_tiny_images(kernels, border, interpolation):
     rng = np.random.default_rng(20)
     for channels in (1, 2, 3):
         img = random_image(rng, (5, 4, channels), np.uint8)
+        value = (200, 17, 90)[:channels]  # a border value per channel
         M = cv2.getRotationMatrix2D((2.0, 2.5), rng.uniform(-180, 180), 0.35)
         M[:, 2] += (7, 8)
-        got, ref = run_kernel(kernels, img, M, (19, 17), interpolation, border, 200)
+        got, ref = run_kernel(kernels, img, M, (19, 17), interpolation, border, value)
         np.testing.assert_array_equal(got, ref)
         H = homography(rng, 5, 4)
-        got, ref = run_kernel(kernels, img, H, (19, 17), interpolation, border, 200, perspective=True)
+        got, ref = run_kernel(kernels, img, H, (19, 17), interpolation, border, value, perspective=True)
         np.testing.assert_array_equal(got, ref)
 
 
@@ -471,6 +533,39 @@ def test_kernel_per_image_matrices_really_differ(kernels):
             assert (got[n] != got[0]).mean() > 0.5
 
 
+def one_matrix_for_every_image(side, perspective):
+    """One (2, 3) / (3, 3) matrix for every image of a batch and of a list, given on the host
+    (by value) and on the images' side (read with a step of 0): each output image is its
+    own source warped by that matrix."""
+    rng = np.random.default_rng(41)
+    M = homography(rng, 15, 19) if perspective else rotation(rng, 15, 19)
+    fn = G.warp_perspective if perspective else G.warp_affine
+    for dtype, c in [(np.uint8, 3), (np.float32, 1)]:
+        batch = random_image(rng, (3, 15, 19, c), dtype)
+        imgs = [random_image(rng, s + (c,), dtype) for s in [(9, 12), (15, 19), (4, 7)]]
+        for m in (M, side.put(M)):
+            for src in (batch, imgs):
+                out = side.poisoned((3, 13, 17, c), dtype)
+                put = side.put(src) if src is batch else [side.put(i) for i in src]
+                got = side.get(fn(put, m, (13, 17), border_value=5, out=out))
+                for n in range(3):
+                    np.testing.assert_array_equal(
+                        got[n], cv2_warp(src[n], M, (13, 17), "linear", "constant", 5, perspective),
+                        err_msg=f"{np.dtype(dtype)}, image {n}")
+
+
+@pytest.mark.parametrize("perspective", [False, True])
+def test_cpu_one_matrix_for_every_image(perspective):
+    from conftest import KernelSide
+
+    one_matrix_for_every_image(KernelSide("cpu"), perspective)
+
+
+@pytest.mark.parametrize("perspective", [False, True])
+def test_kernel_one_matrix_for_every_image(kernels, perspective):
+    one_matrix_for_every_image(kernels, perspective)
+
+
 def test_kernel_ragged_list_and_empty(kernels):
     rng = np.random.default_rng(24)
     sizes = [(9, 13), (20, 7), (1, 1)]
@@ -518,6 +613,9 @@ def test_kernel_align_faces(kernels):
     crops = kernels.get(crops)
     for f in range(3):
         M = kernels.get(mats[f])
+        # the similarity onto the template scaled by (width / 112, height / 112)
+        np.testing.assert_allclose(M, G.estimate_similarity(lm[f], G.ARCFACE_112 * [48 / 112, 56 / 112]),
+                                   rtol=0, atol=1e-9)
         np.testing.assert_array_equal(crops[f], cv2_warp(imgs[idx[f]], M, (56, 48), "linear"))
 
 
@@ -528,6 +626,88 @@ def test_kernel_random_affine_matches_its_matrices(kernels):
     assert not np.allclose(mats[0], mats[1])
     for n in range(3):
         np.testing.assert_array_equal(warped[n], cv2_warp(batch[n], mats[n], (16, 24), "linear"))
+
+
+def random_affine_ranges(side):
+    """What each of random_affine's ranges does to its matrices and images (200 draws)."""
+    h, w = 12, 17
+    batch = random_image(np.random.default_rng(50), (200, h, w, 1), np.uint8)
+    put = side.put(batch)
+
+    def draw(*args, seed=1):
+        warped, mats = G.random_affine(put, *args, seed=seed)
+        return side.get(warped), side.get(mats)
+
+    warped, mats = draw(0.0, (0.0, 0.0), (1.0, 1.0), 0.0, 0.0)  # nothing drawn: the identity
+    np.testing.assert_array_equal(mats, np.broadcast_to(np.eye(3)[:2], mats.shape))
+    np.testing.assert_array_equal(warped, batch)
+    warped, mats = draw((35.0, 35.0), (0.0, 0.0), (0.8, 0.8), 0.0, 0.0)  # cv2's rotation about the center
+    want = cv2.getRotationMatrix2D(((w - 1) / 2, (h - 1) / 2), 35.0, 0.8)
+    np.testing.assert_allclose(mats, np.broadcast_to(want, mats.shape), rtol=0, atol=1e-12)
+    warped, mats = draw(0.0, (0.0, 0.0), (1.0, 1.0), 0.0, 1.0)  # always flipped: x -> w - 1 - x
+    np.testing.assert_array_equal(mats, np.broadcast_to([[-1.0, 0.0, w - 1], [0.0, 1.0, 0.0]], mats.shape))
+    np.testing.assert_array_equal(warped, batch[:, :, ::-1])
+    warped, mats = draw(0.0, (0.0, 0.0), (1.0, 1.0), (20.0, 20.0), 0.0)  # x-shear about the center
+    t = np.tan(np.radians(20.0))
+    np.testing.assert_allclose(mats, np.broadcast_to([[1.0, t, -t * (h - 1) / 2], [0.0, 1.0, 0.0]], mats.shape),
+                               rtol=0, atol=1e-12)
+    warped, mats = draw(0.0, (0.25, 0.5), (1.0, 1.0), 0.0, 0.0)  # shifts up to (w / 4, h / 2)
+    np.testing.assert_array_equal(mats[:, :, :2], np.broadcast_to(np.eye(2), (200, 2, 2)))
+    for axis, bound in ((0, 0.25 * w), (1, 0.5 * h)):
+        shift = mats[:, axis, 2]
+        assert np.abs(shift).max() <= bound and shift.max() > 0.9 * bound and shift.min() < -0.9 * bound
+    # rotation, scale and flip together: each draw's angle, scale and flip read back from
+    # its matrix (no shear: column 1 is s (sin a, cos a), and det = s^2 * flip)
+    warped, mats = draw((-30.0, 50.0), (0.0, 0.0), (0.7, 1.3), 0.0, 0.3)
+    angle = np.degrees(np.arctan2(mats[:, 0, 1], mats[:, 1, 1]))
+    scale = np.hypot(mats[:, 0, 1], mats[:, 1, 1])
+    flipped = np.linalg.det(mats[:, :, :2]) < 0
+    assert -30 - 1e-9 <= angle.min() < -25 and 45 < angle.max() <= 50 + 1e-9
+    assert 0.7 - 1e-12 <= scale.min() < 0.75 and 1.25 < scale.max() <= 1.3 + 1e-12
+    assert 0.2 < flipped.mean() < 0.4  # 60 of 200 expected, 6.5 standard deviation
+    assert not np.array_equal(draw(30.0, seed=2)[1], draw(30.0, seed=3)[1])
+
+
+def test_cpu_random_affine_ranges():
+    from conftest import KernelSide
+
+    random_affine_ranges(KernelSide("cpu"))
+
+
+def test_kernel_random_affine_ranges(kernels):
+    random_affine_ranges(kernels)
+
+
+def test_cpu_random_affine_numpy_generator():
+    """A numpy Generator is drawn from as the one random_affine makes from a seed."""
+    batch = random_image(np.random.default_rng(51), (3, 10, 14, 3), np.uint8)
+    args = (30.0, (0.1, 0.2), (0.8, 1.2), 10.0, 0.5)
+    a, Ma = G.random_affine(batch, *args, generator=np.random.default_rng(5))
+    b, Mb = G.random_affine(batch, *args, seed=5)
+    np.testing.assert_array_equal(Ma, Mb)
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(Ma, G.random_affine(batch, *args, seed=6)[1])
+
+
+@pytest.mark.gpu
+def test_gpu_random_affine_cupy_generators():
+    """A cupy Generator or RandomState is drawn from on the device: the matrices are the
+    formula of the uniforms a twin of it draws."""
+    cupy = pytest.importorskip("cupy")
+    batch = cupy.asarray(random_image(np.random.default_rng(52), (5, 12, 17, 3), np.uint8))
+    args = (30.0, (0.1, 0.2), (0.8, 1.2), 10.0, 0.5)
+    terms = G._affine_terms((-30.0, 30.0), (0.8, 1.2), (-10.0, 10.0), (0.1, 0.2), 17, 12, 0.5)
+    a, Ma = G.random_affine(batch, *args, generator=cupy.random.default_rng(7))
+    b, Mb = G.random_affine(batch, *args, seed=7)
+    np.testing.assert_array_equal(Ma.get(), Mb.get())
+    np.testing.assert_array_equal(a.get(), b.get())
+    for gen, twin in [(cupy.random.default_rng(3), cupy.random.default_rng(3).random((5, 6))),
+                      (cupy.random.RandomState(3), cupy.random.RandomState(3).random_sample((5, 6)))]:
+        warped, mats = G.random_affine(batch, *args, generator=gen)
+        # the device's cos / sin / tan against NumPy's: see the test of the CPU formula
+        np.testing.assert_allclose(mats.get(), G._affine_from_uniforms(twin.get(), terms), rtol=1e-14, atol=1e-12)
+        for n in range(5):
+            np.testing.assert_array_equal(warped[n].get(), cv2_warp(batch[n].get(), mats[n].get(), (12, 17), "linear"))
 
 
 def test_kernel_random_affine_matrices_follow_the_cpu_formula(kernels):
@@ -1213,22 +1393,57 @@ def test_gpu_dense_uint8_offsets_past_int32(channels):
     del base, src
 
 
-def test_cv2compat_warps_match_cv2():
+def cv2compat_warps(side):
+    """cv2compat's warps take cv2's flags (every interpolation, with and without
+    WARP_INVERSE_MAP) and border constants, and give cv2's results."""
     from cupyprep import cv2compat
 
     rng = np.random.default_rng(30)
     img = random_image(rng, (20, 25, 3), np.uint8)
     M, H = rotation(rng, 20, 25), homography(rng, 20, 25)
-    for flags in (cv2.INTER_LINEAR, cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP):
-        for border in (cv2.BORDER_CONSTANT, cv2.BORDER_REFLECT_101, cv2.BORDER_WRAP):
-            np.testing.assert_array_equal(
-                cv2compat.warpAffine(img, M, (30, 18), flags=flags, borderMode=border, borderValue=(1, 2, 3)),
-                cv2.warpAffine(img, M, (30, 18), flags=flags, borderMode=border, borderValue=(1, 2, 3)))
-            np.testing.assert_array_equal(
-                cv2compat.warpPerspective(img, H, (30, 18), flags=flags, borderMode=border),
-                cv2.warpPerspective(img, H, (30, 18), flags=flags, borderMode=border))
+    src = side.put(img)
+    for interpolation, flag in FLAGS.items():
+        for inverse in (0, cv2.WARP_INVERSE_MAP):
+            for border in BORDERS.values():
+                for fn, ref_fn, m in ((cv2compat.warpAffine, cv2.warpAffine, M),
+                                      (cv2compat.warpPerspective, cv2.warpPerspective, H)):
+                    got = side.get(fn(src, m, (30, 18), flags=flag | inverse, borderMode=border,
+                                      borderValue=(1, 2, 3)))
+                    ref = ref_fn(img, m, (30, 18), flags=flag | inverse, borderMode=border,
+                                 borderValue=(1, 2, 3))
+                    assert_matches_opencv(got, ref, interpolation, np.uint8)
     assert cv2compat.WARP_INVERSE_MAP == cv2.WARP_INVERSE_MAP
-    assert cv2compat.BORDER_REFLECT_101 == cv2.BORDER_REFLECT_101 and cv2compat.BORDER_WRAP == cv2.BORDER_WRAP
+    for name, value in BORDERS.items():
+        assert getattr(cv2compat, {"reflect101": "BORDER_REFLECT_101"}.get(name, "BORDER_" + name.upper())) == value
+    for name, value in FLAGS.items():
+        assert getattr(cv2compat, "INTER_" + name.upper()) == value
+
+
+def test_cpu_cv2compat_warps_match_cv2():
+    from conftest import KernelSide
+
+    cv2compat_warps(KernelSide("cpu"))
+
+
+def test_kernel_cv2compat_warps_match_cv2(kernels):
+    cv2compat_warps(kernels)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(flags=cv2.INTER_AREA), ["flags", "INTER_NEAREST, INTER_LINEAR or INTER_CUBIC", str(cv2.INTER_AREA)]),
+    (dict(flags=cv2.INTER_LANCZOS4 | cv2.WARP_INVERSE_MAP), ["flags", str(cv2.INTER_LANCZOS4 | cv2.WARP_INVERSE_MAP)]),
+    (dict(borderMode=cv2.BORDER_TRANSPARENT), ["borderMode", "BORDER_WRAP", str(cv2.BORDER_TRANSPARENT)]),
+    (dict(borderMode=99), ["borderMode", "99"]),
+])
+def test_cv2compat_warp_flag_errors(kwargs, words):
+    from cupyprep import cv2compat
+
+    img = np.zeros((6, 7, 3), np.uint8)
+    for fn, m in ((cv2compat.warpAffine, np.eye(3)[:2]), (cv2compat.warpPerspective, np.eye(3))):
+        with pytest.raises(ValueError) as info:
+            fn(img, m, (5, 4), **kwargs)
+        for w in words:
+            assert w in str(info.value), (w, str(info.value))
 
 
 @pytest.mark.parametrize("value", [255, 9.5, (4,), [1, 2]])
