@@ -35,6 +35,9 @@ def to_torch(x):
     ----------
     x : numpy.ndarray, cupy.ndarray, torch.Tensor, or any object with ``__dlpack__`` or
         ``__cuda_array_interface__``
+        An array with a negative stride (``a[::-1]``) is refused with a ``ValueError``: a
+        torch tensor cannot have one, and a copy would not share ``x``'s memory (pass
+        ``numpy.ascontiguousarray(a)`` or ``cupy.ascontiguousarray(a)`` for a copy).
 
     Returns
     -------
@@ -58,6 +61,12 @@ def to_torch(x):
     if isinstance(x, torch.Tensor):
         return x
     arr = as_array(x, "x")
+    # torch.from_numpy raises an error naming no argument here, and torch.from_dlpack of a
+    # device array ends the process (its storage size computation overflows)
+    if any(s < 0 for s in arr.strides):
+        raise ValueError(f"x: expected non-negative strides (torch has no negative strides, and "
+                         f"to_torch makes no copy: pass a contiguous copy), got strides "
+                         f"{arr.strides} of {_arrays.describe(arr)}")
     if isinstance(arr, np.ndarray):
         return torch.from_numpy(arr)
     import cupy
@@ -78,8 +87,10 @@ def from_torch(t):
     Parameters
     ----------
     t : torch.Tensor
-        Any dtype DLPack carries (bfloat16 and bool included for CUDA tensors); a tensor
-        that requires grad is detached (the result is outside autograd).
+        Any dtype DLPack carries (bool included; bfloat16 for CUDA tensors where CuPy has
+        it: CuPy takes bfloat16 from the ml_dtypes package, and without it this raises a
+        ``TypeError`` saying so); a tensor that requires grad is detached (the result is
+        outside autograd).
 
     Returns
     -------
@@ -100,13 +111,25 @@ def from_torch(t):
     torch = _torch()
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"t: expected a torch.Tensor, got {_arrays.describe(t)}")
+    return _tensor_as_array(t, "t")
+
+
+def _tensor_as_array(t, name):
+    """:func:`from_torch` of the tensor ``t``, its errors naming the argument ``name``."""
+    torch = _torch()
     t = t.detach()
     if t.device.type == "cpu":
         if t.dtype == torch.bfloat16:
-            raise TypeError(f"t: NumPy has no bfloat16, got {_arrays.describe(t)}")
+            raise TypeError(f"{name}: NumPy has no bfloat16, got {_arrays.describe(t)}")
         return t.numpy()
     if t.device.type != "cuda":
-        raise TypeError(f"t: expected a CPU or CUDA tensor, got {_arrays.describe(t)}")
+        raise TypeError(f"{name}: expected a CPU or CUDA tensor, got {_arrays.describe(t)}")
+    if t.dtype == torch.bfloat16:
+        try:
+            return _arrays.cupy_from_dlpack(t)
+        except NotImplementedError as exc:  # CuPy without ml_dtypes has no bfloat16
+            raise TypeError(f"{name}: expected a dtype CuPy has (its bfloat16 needs the ml_dtypes "
+                            f"package), got {_arrays.describe(t)}; CuPy says: {exc}") from exc
     return _arrays.cupy_from_dlpack(t)
 
 
@@ -131,7 +154,7 @@ def as_array(x, name="x"):
     if isinstance(x, np.ndarray) or _arrays._is_cupy(x):
         return x
     if _arrays._is_torch(x):
-        return from_torch(x)
+        return _tensor_as_array(x, name)
     if hasattr(x, "__cuda_array_interface__"):
         import cupy
 

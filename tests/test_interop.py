@@ -36,6 +36,17 @@ class CAIOnly:
         self.__cuda_array_interface__ = array.__cuda_array_interface__
 
 
+class OtherDevice:
+    """A DLPack producer whose memory is on a device that is neither host nor CUDA (device
+    type 14, oneAPI); its ``__dlpack__`` must not be called."""
+
+    def __dlpack__(self, **kwargs):
+        raise AssertionError("__dlpack__ called for memory that cannot be taken")
+
+    def __dlpack_device__(self):
+        return (14, 0)
+
+
 # --- host arrays (CI) ------------------------------------------------------------------------
 def test_numpy_torch_round_trip_is_zero_copy():
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -161,7 +172,8 @@ def test_torch_allocations_are_swapped_in_and_out():
 def test_exception_arguments():
     with pytest.raises(TypeError, match=r"x: expected an array .* got builtins.str"):
         interop.as_array("frame")
-    with pytest.raises(TypeError, match="t: expected a torch.Tensor"):
+    with pytest.raises(TypeError, match=r"^t: expected a torch.Tensor, got numpy.ndarray of shape \(3,\) "
+                                        r"and dtype float64$"):
         interop.from_torch(np.zeros(3))
     with pytest.raises(TypeError, match="bfloat16"):
         interop.from_torch(torch.zeros(2, dtype=torch.bfloat16))
@@ -170,12 +182,136 @@ def test_exception_arguments():
             pass
 
 
+def test_memory_neither_host_nor_cuda_is_refused():
+    """DLPack memory on another device (oneAPI here) and tensors on torch's meta device are
+    refused with a TypeError naming the argument, what it takes and what it got, before
+    any exchange."""
+    with pytest.raises(TypeError, match=r"^frame: DLPack device type 14 is neither host nor CUDA "
+                                        r"memory, got [\w.]*OtherDevice$"):
+        interop.as_array(OtherDevice(), "frame")
+    with pytest.raises(TypeError, match=r"^x: DLPack device type 14 .* got [\w.]*OtherDevice$"):
+        interop.to_torch(OtherDevice())
+    meta = torch.zeros((2, 3), device="meta")
+    with pytest.raises(TypeError, match=r"^t: expected a CPU or CUDA tensor, got torch.Tensor of "
+                                        r"shape \(2, 3\) and dtype torch.float32 on meta$"):
+        interop.from_torch(meta)
+    with pytest.raises(TypeError, match=r"^frame: expected a CPU or CUDA tensor, got .* on meta$"):
+        interop.as_array(meta, "frame")
+
+
+def test_to_torch_refuses_negative_strides():
+    """torch has no negative strides and to_torch makes no copy (its result shares the
+    input's memory), so a reversed view is refused with a ValueError naming ``x``, the
+    strides it takes and the ones it got; the contiguous copy the message asks for works."""
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for view, strides in ((a[::-1], r"\(-16, 4\)"), (a[:, ::-2], r"\(16, -8\)")):
+        with pytest.raises(ValueError, match=rf"^x: expected non-negative strides .* got strides "
+                                             rf"{strides} of numpy.ndarray of shape"):
+            interop.to_torch(view)
+        with pytest.raises(ValueError, match="^x: expected non-negative strides"):
+            interop.to_torch(DLPackOnly(view))
+        np.testing.assert_array_equal(interop.to_torch(np.ascontiguousarray(view)).numpy(), view)
+
+
 def test_stream_none_and_host_inputs_are_untouched():
-    img = np.zeros((4, 6, 3), np.uint8)
-    with interop.stream(None):
-        out = cupyprep.resize(img, (2, 3))
-    assert out.shape == (2, 3, 3)
-    assert _arrays.chosen_stream() is None
+    """``stream(None)`` chooses nothing, and a host input computes inside it what it
+    computes outside."""
+    img = random_image(np.random.default_rng(3), (4, 6, 3), np.uint8)
+    want = cupyprep.resize(img, (2, 3))
+    with interop.stream(None) as s:
+        assert s is None and _arrays.chosen_stream() is None
+        np.testing.assert_array_equal(cupyprep.resize(img, (2, 3)), want)
+
+
+# ExternalStream is told its device, where Stream.from_external asks CUDA for it (a GPU)
+@pytest.mark.filterwarnings("ignore:ExternalStream is deprecated:DeprecationWarning")
+def test_stream_blocks_nest_and_are_per_thread():
+    """cupyprep.stream's documented choice: ``None`` inside a block restores the default
+    choice there, leaving a nested block (also by an error) restores the outer one's, and
+    the choice is the thread's own: another thread, in a block of its own meanwhile, sees
+    neither this one's choice nor changes it. The streams are CuPy objects made from
+    handles no stream has; nothing is launched on them."""
+    import threading
+
+    import cupy
+
+    outer, inner, other = (cupy.cuda.ExternalStream(ptr, device_id=0) for ptr in (0x1000, 0x2000, 0x3000))
+
+    def chosen():
+        choice = _arrays.chosen_stream()
+        return None if choice is None else (choice.ptr, choice.device_id)
+
+    seen = {}
+    entered, checked = threading.Event(), threading.Event()
+
+    def elsewhere():
+        seen["before"] = chosen()
+        with cupyprep.stream(other):
+            seen["own"] = chosen()
+            entered.set()
+            checked.wait(10)
+            seen["own, later"] = chosen()
+        seen["after"] = chosen()
+
+    assert chosen() is None
+    with cupyprep.stream(outer) as s:
+        assert s is outer and chosen() == (0x1000, 0)
+        with cupyprep.stream(None):
+            assert chosen() is None
+            with cupyprep.stream(inner):
+                assert chosen() == (0x2000, 0)
+            assert chosen() is None
+        assert chosen() == (0x1000, 0)
+        with pytest.raises(KeyError), cupyprep.stream(inner):
+            assert chosen() == (0x2000, 0)
+            raise KeyError("inside")
+        assert chosen() == (0x1000, 0)
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        assert entered.wait(10)
+        assert chosen() == (0x1000, 0)  # the other thread is inside its own block now
+        checked.set()
+        thread.join(10)
+        assert chosen() == (0x1000, 0)
+    assert chosen() is None
+    own = (0x3000, 0)
+    assert seen == {"before": None, "own": own, "own, later": own, "after": None}
+
+
+def test_use_torch_allocator_restores_the_allocator_before():
+    """use_torch_allocator makes CuPy allocate through torch_malloc, or with
+    ``enable=False`` from CuPy's default pool; as a context manager it puts back the very
+    allocator in place before it (also after an error), and without one the setting stays.
+    Nothing is allocated here."""
+    import cupy
+
+    def mine(size):
+        raise AssertionError("not to be called")
+
+    pool_malloc = cupy.get_default_memory_pool().malloc
+    before = cupy.cuda.get_allocator()
+    cupy.cuda.set_allocator(mine)
+    try:
+        with interop.use_torch_allocator():
+            assert cupy.cuda.get_allocator() is _arrays.torch_malloc
+        assert cupy.cuda.get_allocator() is mine
+        with pytest.raises(KeyError), interop.use_torch_allocator():
+            raise KeyError("inside")
+        assert cupy.cuda.get_allocator() is mine
+        with interop.use_torch_allocator(enable=False):
+            assert cupy.cuda.get_allocator() == pool_malloc
+        assert cupy.cuda.get_allocator() is mine
+        with interop.use_torch_allocator():
+            with interop.use_torch_allocator(enable=False):
+                assert cupy.cuda.get_allocator() == pool_malloc
+            assert cupy.cuda.get_allocator() is _arrays.torch_malloc
+        assert cupy.cuda.get_allocator() is mine
+        interop.use_torch_allocator()
+        assert cupy.cuda.get_allocator() is _arrays.torch_malloc
+        interop.use_torch_allocator(enable=False)
+        assert cupy.cuda.get_allocator() == pool_malloc
+    finally:
+        cupy.cuda.set_allocator(before)
 
 
 # --- device (GPU) ----------------------------------------------------------------------------
@@ -203,6 +339,51 @@ def test_cupy_torch_round_trip_is_zero_copy():
     assert interop.as_array(CAIOnly(x)).data.ptr == x.data.ptr
     assert interop.as_array(DLPackOnly(x)).data.ptr == x.data.ptr
     assert interop.to_torch(CAIOnly(x)).data_ptr() == x.data.ptr
+    for view in (x[::-1], x[:, :, ::-2]):
+        with pytest.raises(ValueError, match=r"^x: expected non-negative strides .* got strides "
+                                             r"\(.*-.*\) of cupy.ndarray"):
+            interop.to_torch(view)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bool", "bfloat16"])
+def test_from_torch_bool_and_bfloat16_share_memory(dtype):
+    """from_torch of a CUDA tensor of bool or bfloat16 (a strided view): a CuPy array on
+    the same memory with the tensor's values; a write through it lands in the tensor."""
+    import cupy
+
+    if dtype == "bfloat16":
+        pytest.importorskip("ml_dtypes", reason="CuPy takes bfloat16 from ml_dtypes")
+    base = torch.arange(-6, 18, device="cuda").reshape(4, 6)
+    t = (base % 3 == 0) if dtype == "bool" else (base.to(torch.bfloat16) * 0.25)
+    t = t[1:, ::2]
+    a = interop.from_torch(t)
+    assert a.data.ptr == t.data_ptr() and a.shape == (3, 3)
+    assert a.strides == tuple(s * t.element_size() for s in t.stride())
+    got = cupy.asnumpy(a)
+    want = t.cpu() if dtype == "bool" else t.float().cpu()
+    np.testing.assert_array_equal(got.astype(np.float32) if dtype == "bfloat16" else got, want.numpy())
+    a[0, 0] = a[1, 1]
+    torch.cuda.synchronize()
+    assert bool(t[0, 0] == t[1, 1])
+
+
+@pytest.mark.gpu
+def test_from_torch_bfloat16_without_ml_dtypes_names_t(monkeypatch):
+    """Where CuPy has no bfloat16 (it takes it from ml_dtypes), its NotImplementedError
+    becomes a TypeError naming the argument, the dtype and the package."""
+
+    def without_ml_dtypes(t):  # what CuPy 14.2 raises without ml_dtypes
+        raise NotImplementedError("CuPy does not support bfloat16. Please install ml_dtypes to use bfloat16.")
+
+    monkeypatch.setattr(_arrays, "cupy_from_dlpack", without_ml_dtypes)
+    t = torch.zeros((2, 3), dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(TypeError, match=r"^t: expected a dtype CuPy has \(its bfloat16 needs the "
+                                        r"ml_dtypes package\), got torch.Tensor of shape \(2, 3\) and "
+                                        r"dtype torch.bfloat16 on cuda:0; CuPy says: .*ml_dtypes"):
+        interop.from_torch(t)
+    with pytest.raises(TypeError, match=r"^frame: expected a dtype CuPy has"):
+        interop.as_array(t, "frame")
 
 
 @pytest.mark.gpu
@@ -753,6 +934,7 @@ def test_use_torch_allocator_counts_outputs_in_torch():
 
     frames = cupy.zeros((4, 540, 960, 3), cupy.uint8)
     torch.cuda.synchronize()
+    previous = cupy.cuda.get_allocator()
     with interop.use_torch_allocator():
         before = torch.cuda.memory_allocated()
         batch, _ = cupyprep.preprocess(frames, (640, 640))
@@ -763,7 +945,7 @@ def test_use_torch_allocator_counts_outputs_in_torch():
         del batch
         cupy.cuda.Device().synchronize()
         assert torch.cuda.memory_allocated() <= during - nbytes  # given back to torch's pool
-    assert cupy.cuda.get_allocator() != _arrays.torch_malloc
+    assert cupy.cuda.get_allocator() is previous
     x = cupy.empty(1 << 20, cupy.uint8)  # CuPy's own pool again
     assert x.data.mem.__class__.__name__ != "UnownedMemory"
 
@@ -839,14 +1021,32 @@ def test_nested_launch_contexts_pick_the_stream_a_fresh_one_would(chosen):
     want_t = chosen_side.cuda_stream if chosen else t_side.cuda_stream
     want_x = chosen_side.cuda_stream if chosen else c_side.ptr
     assert fresh_t[0] == want_t and fresh_x[0] == want_x
-    if torch.cuda.device_count() > 1:
+
+
+@pytest.mark.gpu
+@pytest.mark.multigpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_nested_launch_context_enters_another_device():
+    """A launch context for an array on device 1 inside one for device 0 enters device 1
+    (for a CuPy array; for a torch tensor, with the stream torch has current there);
+    leaving it restores device 0."""
+    import cupy
+
+    with cupy.cuda.Device(0):
         y = cupy.zeros(4, cupy.float32)
-        with cupy.cuda.Device(1):
-            z = cupy.zeros(4, cupy.float32)
-        with _arrays.prepare(y, "y").launch():
-            with _arrays.prepare(z, "z").launch():
-                assert cupy.cuda.runtime.getDevice() == 1
-            assert cupy.cuda.runtime.getDevice() == 0
+    with cupy.cuda.Device(1):
+        z = cupy.zeros(4, cupy.float32)
+    t = torch.zeros(4, device="cuda:1")
+    side = torch.cuda.Stream(device=1)
+    with torch.cuda.stream(side), cupy.cuda.Device(0), _arrays.prepare(y, "y").launch():
+        assert cupy.cuda.runtime.getDevice() == 0
+        with _arrays.prepare(z, "z").launch():
+            assert cupy.cuda.runtime.getDevice() == 1
+        assert cupy.cuda.runtime.getDevice() == 0
+        with _arrays.prepare(t, "t").launch():
+            assert cupy.cuda.runtime.getDevice() == 1
+            assert cupy.cuda.get_current_stream().ptr == side.cuda_stream
+        assert cupy.cuda.runtime.getDevice() == 0
 
 
 @pytest.mark.gpu
@@ -873,6 +1073,8 @@ def test_every_op_from_many_threads_at_once():
                 for name, inputs, op in order:
                     got = flat(op(*[torch.from_numpy(np.asarray(a)).cuda() for a in inputs]))
                     stream.synchronize()
+                    if len(got) != len(want[name]):
+                        failures.append(f"thread {k}: {name} gave {len(got)} results, not {len(want[name])}")
                     for g, w in zip(got, want[name]):
                         if not np.array_equal(g.cpu().numpy(), w, equal_nan=True):
                             failures.append(f"thread {k}: {name} differs")
