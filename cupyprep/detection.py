@@ -594,11 +594,12 @@ def multiclass_nms(boxes, scores, *, iou_threshold=0.5, score_threshold=None, to
     if not call.device:
         idx, cls, counts = cpu.multiclass_nms(np.asarray(b), np.asarray(s), thr, sthr, top_k, D, agnostic)
         bnp, snp = np.asarray(b), np.asarray(s)
-        valid = idx >= 0
-        safe = np.where(valid, idx, 0)
-        rows = np.arange(B)[:, None]
-        out_boxes = np.where(valid[..., None], bnp[rows, safe], 0).astype(b.dtype)
-        out_scores = np.where(valid, snp[rows, safe, np.where(valid, cls, 0)], 0).astype(s.dtype)
+        # the kept slots gathered, the padding zero (N = 0: no slot kept, none indexed)
+        out_boxes = np.zeros((B, D, 4), b.dtype)
+        out_scores = np.zeros((B, D), s.dtype)
+        img, slot = np.nonzero(idx >= 0)
+        out_boxes[img, slot] = bnp[img, idx[img, slot]]
+        out_scores[img, slot] = snp[img, idx[img, slot], cls[img, slot]]
         det = (counts, out_boxes, out_scores, cls, idx)
         return Detections(*(_to_numpy_like(call, a) for a in det))
     with call.launch():
@@ -806,7 +807,11 @@ def _priors_for(call, priors, n):
 
 
 def _variances(variances):
-    if len(variances) != 2:
+    try:
+        n = len(variances)
+    except TypeError:  # a lone number (or no sequence at all)
+        raise TypeError(f"variances: expected two numbers, got {variances!r}") from None
+    if n != 2:
         raise ValueError(f"variances: expected two numbers, got {variances!r}")
     return tuple(_validate.number("variances", v) for v in variances)
 

@@ -26,10 +26,19 @@ def distinct_scores(rng, n, dtype=np.float32):
 
 
 @np.errstate(all="ignore")
-def reference_nms(boxes, scores, threshold, classes=None):
+def reference_nms(boxes, scores, threshold, classes=None, half=False):
     """torchvision's algorithm in plain Python: sort, then for each kept box suppress the
-    later boxes over the threshold; IoU in float32 scalars."""
+    later boxes over the threshold; IoU in float32 scalars.
+
+    ``half``: its arithmetic for float16 boxes (devIoU with T = c10::Half), where the
+    difference of two float16 coordinates is a float16 again: the overlap's width and
+    height and each box's height y2 - y1 are rounded to float16 (round to nearest even),
+    while a box's width is taken in float32 (its area is ``(float(x2) - x1) * (y2 - y1)``,
+    the cast applied to x2 only); everything else in float32."""
     f = np.float32
+
+    def side(d):  # a difference of two coordinates, as T computes it
+        return f(np.float16(d)) if half else d
     # NaN scores first (torch.sort's order), then descending, ties by index
     order = sorted(range(len(scores)), key=lambda i: (not np.isnan(scores[i]),
                                                       -float(np.nan_to_num(scores[i])), i))
@@ -41,17 +50,17 @@ def reference_nms(boxes, scores, threshold, classes=None):
         keep.append(i)
         x1, y1, x2, y2 = (f(v) for v in boxes[i])
         with np.errstate(invalid="ignore", over="ignore"):
-            area_i = (x2 - x1) * (y2 - y1)
+            area_i = (x2 - x1) * side(y2 - y1)
         for j in order[a + 1:]:
             if classes is not None and classes[j] != classes[i]:
                 continue
             u1, v1, u2, v2 = (f(v) for v in boxes[j])
             # fmin / fmax: NaN-ignoring, as CUDA's min / max on floats
-            w = np.fmax(np.fmin(x2, u2) - np.fmax(x1, u1), f(0))
-            h = np.fmax(np.fmin(y2, v2) - np.fmax(y1, v1), f(0))
+            w = np.fmax(side(np.fmin(x2, u2) - np.fmax(x1, u1)), f(0))
+            h = np.fmax(side(np.fmin(y2, v2) - np.fmax(y1, v1)), f(0))
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
                 inter = w * h
-                if inter / (area_i + (u2 - u1) * (v2 - v1) - inter) > f(threshold):
+                if inter / (area_i + (u2 - u1) * side(v2 - v1) - inter) > f(threshold):
                     removed.add(j)
     return np.array(keep, np.int64)
 
@@ -116,13 +125,56 @@ def test_cpu_nms_matches_plain_python(dtype):
     rng = np.random.default_rng(2)
     boxes = random_boxes(rng, 300, dtype=dtype)
     scores = distinct_scores(rng, 300, dtype=np.float32)
-    if dtype == np.float32:
-        np.testing.assert_array_equal(det.nms(boxes, scores, 0.5), reference_nms(boxes, scores, 0.5))
-    else:
-        # float16 boxes: the reference of record is torchvision's half arithmetic (side
-        # lengths rounded to float16); at least every kept box must be one float32 keeps
-        # or one float32 removes only by a hair
-        assert len(det.nms(boxes, scores, 0.5)) > 0
+    # float16 boxes: torchvision's half arithmetic (side lengths rounded to float16)
+    half = dtype == np.float16
+    np.testing.assert_array_equal(det.nms(boxes, scores, 0.5), reference_nms(boxes, scores, 0.5, half=half))
+    # boxes about the origin: a side from a coordinate near 0 to one far from it needs
+    # more digits than float16 has, and there the rounding changes what is kept
+    rng = np.random.default_rng(1)
+    boxes = random_boxes(rng, 300, extent=10, sides=(0.5, 10), dtype=dtype)
+    scores = distinct_scores(rng, 300)
+    differ = False
+    for thr in (0.5, 0.7):
+        ref = reference_nms(boxes, scores, thr, half=half)
+        np.testing.assert_array_equal(det.nms(boxes, scores, thr), ref)
+        differ |= not np.array_equal(ref, reference_nms(boxes, scores, thr))
+    assert differ == half
+
+
+def half_rounding_case():
+    """float16 boxes whose IoU the float16 rounding of the side lengths changes, two pairs
+    apart (every IoU across the pairs is 0), scores falling with the index; e = 2**-13
+    (a float16 normal number, so every coordinate is exact):
+
+    pair 1, box 0 (0, 0, 1, 1) and box 1 (0, e, 1, 1): their overlap's height and box 1's
+    height are 1 - e, which float16 rounds to 1 (its neighbours below 1 are 2**-11 apart,
+    1 - e is e from 1 and 3e from 1 - 2**-11). float32: IoU = (1 - e) / (1 + (1 - e) -
+    (1 - e)) = 1 - e = 0.99987793 (every step exact); float16: 1 / (1 + 1 - 1) = 1.
+
+    pair 2, box 2 (-1, -1, 0, 0) and box 3 (-1, -1, -e, 0): the overlap's width is 1 - e,
+    rounded to 1, but box 3's width enters its area unrounded. float32: IoU = 1 - e again;
+    float16: 1 / (1 + (1 - e) - 1) = 1 / (1 - e) = 1.000122 (rounding box 3's width too
+    would give 1).
+
+    Returns (boxes, scores, {threshold: (kept as float16, kept as float32)}): at 0.9999
+    IoU 1 and 1.000122 are over it, 1 - e is not; at 1.0 only 1.000122 is over it."""
+    e = 2.0 ** -13
+    boxes = np.array([[0, 0, 1, 1], [0, e, 1, 1], [-1, -1, 0, 0], [-1, -1, -e, 0]], np.float16)
+    scores = np.array([0.9, 0.8, 0.7, 0.6], np.float32)
+    return boxes, scores, {0.9999: ([0, 2], [0, 1, 2, 3]), 1.0: ([0, 1, 2], [0, 1, 2, 3])}
+
+
+def test_cpu_nms_float16_rounds_side_lengths():
+    boxes, scores, expected = half_rounding_case()
+    for thr, (kept16, kept32) in expected.items():
+        np.testing.assert_array_equal(reference_nms(boxes, scores, thr, half=True), kept16, err_msg=str(thr))
+        np.testing.assert_array_equal(reference_nms(boxes, scores, thr), kept32, err_msg=str(thr))
+        np.testing.assert_array_equal(det.nms(boxes, scores, thr), kept16, err_msg=str(thr))
+        np.testing.assert_array_equal(det.nms(boxes.astype(np.float32), scores, thr), kept32, err_msg=str(thr))
+        # per class (batched_nms, multiclass_nms) the same arithmetic
+        np.testing.assert_array_equal(det.batched_nms(boxes, scores, np.zeros(4, np.int64), thr), kept16)
+        d = det.multiclass_nms(boxes, scores, iou_threshold=thr, max_detections=4)
+        np.testing.assert_array_equal(d.indices[0, :int(d.counts[0])], kept16)
 
 
 def test_cpu_return_count_form():
@@ -145,58 +197,263 @@ def test_cpu_batched_nms_is_per_class_nms():
     np.testing.assert_array_equal(keep, per_class[np.argsort(-scores[per_class], kind="stable")])
 
 
-def test_cpu_multiclass_is_per_image_batched_nms():
+def as_kind(kind, a):
+    """A NumPy input as the array kind of a CPU-backend call: NumPy or a torch CPU tensor."""
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        return torch.from_numpy(np.ascontiguousarray(a))
+    return a
+
+
+def from_kind(kind, a):
+    """A result of a ``kind`` call (checked to be of that kind, on the CPU) as NumPy."""
+    if kind == "torch":
+        import torch
+
+        assert isinstance(a, torch.Tensor) and a.device.type == "cpu", type(a)
+        return a.numpy()
+    assert isinstance(a, np.ndarray), type(a)
+    return a
+
+
+def reference_multiclass(boxes, scores, iou_threshold, score_threshold, top_k, max_detections):
+    """One image's per-class multiclass_nms from the documented convention: candidates
+    (box, class) over the threshold by descending score (ties by n * C + c), the first
+    top_k, reference_nms per class, the first max_detections. Returns (indices, classes,
+    boxes, scores) of the kept."""
+    C = scores.shape[1]
+    flat = scores.reshape(-1)
+    cand = np.flatnonzero(flat > score_threshold)
+    cand = cand[np.argsort(-flat[cand], kind="stable")][:top_k]
+    box_i, cls_i = cand // C, cand % C
+    keep = reference_nms(boxes[box_i], flat[cand], iou_threshold, cls_i)[:max_detections]
+    return box_i[keep], cls_i[keep], boxes[box_i[keep]], flat[cand[keep]]
+
+
+def check_flatten(d, host):
+    """``d.flatten()`` against the valid slots of every field, image by image (``host``
+    brings a field back as NumPy, checking its kind)."""
+    counts = host(d.counts)
+    B = len(counts)
+    flat = d.flatten()
+    for name in ("boxes", "scores", "classes", "indices"):
+        field = host(getattr(d, name))
+        parts = [field[b, :counts[b]] for b in range(B)]
+        want = np.concatenate(parts) if parts else field.reshape((0,) + field.shape[2:])
+        got = host(getattr(flat, name))
+        assert got.dtype == want.dtype and got.shape == want.shape, (name, got.dtype, got.shape)
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    want = np.concatenate([np.full(counts[b], b, np.int64) for b in range(B)] or [np.zeros(0, np.int64)])
+    got = host(flat.image_index)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want, err_msg="image_index")
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_cpu_multiclass_is_per_image_batched_nms(kind):
+    """NumPy arrays and torch CPU tensors (the NumPy backend, torch tensors back), and
+    flatten() of either (torch CPU results are read back without a device)."""
     rng = np.random.default_rng(5)
     B, N, C = 3, 60, 4
     boxes = np.stack([random_boxes(rng, N) for _ in range(B)])
     scores = rng.random((B, N, C)).astype(np.float32)
-    d = det.multiclass_nms(boxes, scores, iou_threshold=0.45, score_threshold=0.3, top_k=150,
-                           max_detections=25)
-    assert d.boxes.shape == (B, 25, 4) and d.scores.shape == (B, 25) and d.counts.shape == (B,)
+    scores[1] *= 0.33  # 23 candidates over 0.3: fewer than max_detections
+    scores[2] *= 0.3  # none over 0.3
+    d = det.multiclass_nms(as_kind(kind, boxes), as_kind(kind, scores), iou_threshold=0.45, score_threshold=0.3,
+                           top_k=150, max_detections=25)
+    h = d._replace(**{name: from_kind(kind, a) for name, a in d._asdict().items()})
+    assert h.boxes.shape == (B, 25, 4) and h.scores.shape == (B, 25) and h.counts.shape == (B,)
+    assert h.counts.dtype == h.classes.dtype == h.indices.dtype == np.int64
     for b in range(B):
-        flat = scores[b].reshape(-1)
-        cand = np.flatnonzero(flat > 0.3)
-        cand = cand[np.argsort(-flat[cand], kind="stable")][:150]
-        box_i, cls_i = cand // C, cand % C
-        keep = reference_nms(boxes[b][box_i], flat[cand], 0.45, cls_i)[:25]
-        k = int(d.counts[b])
-        assert k == len(keep)
-        np.testing.assert_array_equal(d.indices[b, :k], box_i[keep])
-        np.testing.assert_array_equal(d.classes[b, :k], cls_i[keep])
-        np.testing.assert_array_equal(d.boxes[b, :k], boxes[b][box_i[keep]])
-        np.testing.assert_array_equal(d.scores[b, :k], flat[cand[keep]])
-        assert (d.classes[b, k:] == -1).all() and (d.boxes[b, k:] == 0).all()
-    flat = d.flatten()
-    assert len(flat.boxes) == int(d.counts.sum())
-    np.testing.assert_array_equal(flat.image_index, np.repeat(np.arange(B), d.counts))
+        idx, cls, kept_boxes, kept_scores = reference_multiclass(boxes[b], scores[b], 0.45, 0.3, 150, 25)
+        k = int(h.counts[b])
+        assert k == len(idx)
+        np.testing.assert_array_equal(h.indices[b, :k], idx)
+        np.testing.assert_array_equal(h.classes[b, :k], cls)
+        np.testing.assert_array_equal(h.boxes[b, :k], kept_boxes)
+        np.testing.assert_array_equal(h.scores[b, :k], kept_scores)
+        assert (h.classes[b, k:] == -1).all() and (h.indices[b, k:] == -1).all()
+        assert (h.boxes[b, k:] == 0).all() and (h.scores[b, k:] == 0).all()
+    assert h.counts[0] == 25 and 0 < h.counts[1] < 25 and h.counts[2] == 0  # cut, padded, empty
+    check_flatten(d, lambda a: from_kind(kind, a))
 
 
-def test_cpu_multiclass_agnostic_takes_best_class():
-    boxes = np.array([[[0, 0, 10, 10], [1, 1, 11, 11], [50, 50, 60, 60]]], np.float32)
-    scores = np.array([[[0.1, 0.8], [0.9, 0.2], [0.3, 0.3]]], np.float32)
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_cpu_multiclass_agnostic_takes_best_class(kind):
+    boxes = as_kind(kind, np.array([[[0, 0, 10, 10], [1, 1, 11, 11], [50, 50, 60, 60]]], np.float32))
+    scores = as_kind(kind, np.array([[[0.1, 0.8], [0.9, 0.2], [0.3, 0.3]]], np.float32))
     d = det.multiclass_nms(boxes, scores, class_agnostic=True, max_detections=5)
-    assert int(d.counts[0]) == 2
-    np.testing.assert_array_equal(d.indices[0, :2], [1, 2])
-    np.testing.assert_array_equal(d.classes[0, :2], [0, 0])  # tie 0.3 / 0.3: class 0
+    assert int(from_kind(kind, d.counts)[0]) == 2
+    np.testing.assert_array_equal(from_kind(kind, d.indices)[0, :2], [1, 2])
+    np.testing.assert_array_equal(from_kind(kind, d.classes)[0, :2], [0, 0])  # tie 0.3 / 0.3: class 0
+    check_flatten(d, lambda a: from_kind(kind, a))
     # per class: class 0 keeps boxes 1, 2; class 1 keeps boxes 0, 2
     d = det.multiclass_nms(boxes, scores, max_detections=5)
-    assert int(d.counts[0]) == 4
-    np.testing.assert_array_equal(d.indices[0, :4], [1, 0, 2, 2])
-    np.testing.assert_array_equal(d.classes[0, :4], [0, 1, 0, 1])
+    assert int(from_kind(kind, d.counts)[0]) == 4
+    np.testing.assert_array_equal(from_kind(kind, d.indices)[0, :4], [1, 0, 2, 2])
+    np.testing.assert_array_equal(from_kind(kind, d.classes)[0, :4], [0, 1, 0, 1])
+    check_flatten(d, lambda a: from_kind(kind, a))
+
+
+def test_cpu_multiclass_one_image_and_empty_batch():
+    """(N, 4) boxes with (N, C) or (N,) scores are one image: B = 1, the documented
+    per-image convention; a batch of no images (B = 0) gives no detections, shaped (0, ...);
+    images of no boxes (N = 0) give padding only."""
+    rng = np.random.default_rng(42)
+    N, C, D = 50, 3, 60
+    boxes = random_boxes(rng, N)
+    scores = rng.random((N, C)).astype(np.float32)
+    for s in (scores, scores[:, 1]):  # per class; one class
+        d = det.multiclass_nms(boxes, s, iou_threshold=0.5, score_threshold=0.6, max_detections=D)
+        shapes = [a.shape for a in d]
+        assert shapes == [(1,), (1, D, 4), (1, D), (1, D), (1, D)], shapes
+        idx, cls, kept_boxes, kept_scores = reference_multiclass(boxes, s.reshape(N, -1), 0.5, 0.6, None, D)
+        k = int(d.counts[0])
+        assert k == len(idx) and 0 < k < D
+        np.testing.assert_array_equal(d.indices[0, :k], idx)
+        np.testing.assert_array_equal(d.classes[0, :k], cls)
+        np.testing.assert_array_equal(d.boxes[0, :k], kept_boxes)
+        np.testing.assert_array_equal(d.scores[0, :k], kept_scores)
+        assert (d.indices[0, k:] == -1).all() and (d.classes[0, k:] == -1).all()
+        assert (d.boxes[0, k:] == 0).all() and (d.scores[0, k:] == 0).all()
+        check_flatten(d, np.asarray)
+    for s in (np.zeros((0, N, C), np.float16), np.zeros((0, N), np.float32)):
+        d = det.multiclass_nms(np.zeros((0, N, 4), np.float32), s, max_detections=D)
+        ref = det.Detections(np.zeros(0, np.int64), np.zeros((0, D, 4), np.float32), np.zeros((0, D), s.dtype),
+                             np.zeros((0, D), np.int64), np.zeros((0, D), np.int64))
+        assert_detections_equal(d, ref, np.asarray)
+        check_flatten(d, np.asarray)
+    for b in (2, None):  # two images of no boxes; one image of no boxes
+        lead = (b,) if b else ()
+        d = det.multiclass_nms(np.zeros(lead + (0, 4), np.float32), np.zeros(lead + (0, C), np.float16),
+                               max_detections=4)
+        B = b or 1
+        ref = det.Detections(np.zeros(B, np.int64), np.zeros((B, 4, 4), np.float32), np.zeros((B, 4), np.float16),
+                             np.full((B, 4), -1, np.int64), np.full((B, 4), -1, np.int64))
+        assert_detections_equal(d, ref, np.asarray)
+        check_flatten(d, np.asarray)
+
+
+def raises_naming(exc, call, words):
+    """``call()`` raises ``exc`` with every one of ``words`` in its message: the argument's
+    name, what was expected and what came."""
+    with pytest.raises(exc) as info:
+        call()
+    missing = [w for w in words if w not in str(info.value)]
+    assert not missing, f"{missing} not in {str(info.value)!r}"
 
 
 def test_nms_argument_errors():
     boxes = np.zeros((3, 4), np.float32)
-    with pytest.raises(ValueError, match="scores"):
-        det.nms(boxes, np.zeros(4, np.float32), 0.5)
-    with pytest.raises(ValueError, match="boxes"):
-        det.nms(np.zeros((3, 5), np.float32), np.zeros(3, np.float32), 0.5)
-    with pytest.raises(TypeError, match="boxes"):
-        det.nms(boxes.astype(np.float64), np.zeros(3, np.float32), 0.5)
-    with pytest.raises(TypeError, match="iou_threshold"):
-        det.nms(boxes, np.zeros(3, np.float32), "0.5")
-    with pytest.raises(ValueError, match="max_detections"):
-        det.multiclass_nms(boxes[None], np.zeros((1, 3), np.float32), max_detections=0)
+    raises_naming(ValueError, lambda: det.nms(boxes, np.zeros(4, np.float32), 0.5),
+                  ["scores:", "expected shape (3,) like boxes", "got numpy.ndarray of shape (4,)"])
+    raises_naming(ValueError, lambda: det.nms(np.zeros((3, 5), np.float32), np.zeros(3, np.float32), 0.5),
+                  ["boxes:", "expected shape (N, 4)", "got numpy.ndarray of shape (3, 5)"])
+    raises_naming(TypeError, lambda: det.nms(boxes.astype(np.float64), np.zeros(3, np.float32), 0.5),
+                  ["boxes:", "expected dtype float32 / float16", "and dtype float64"])
+    raises_naming(TypeError, lambda: det.nms(boxes, np.zeros(3, np.float32), "0.5"),
+                  ["iou_threshold:", "expected a number", "got '0.5'"])
+    raises_naming(ValueError, lambda: det.multiclass_nms(boxes[None], np.zeros((1, 3), np.float32), max_detections=0),
+                  ["max_detections:", "expected a positive int", "got 0"])
+
+
+def _z(*shape, dtype=np.float32):
+    return np.zeros(shape, dtype)
+
+
+_ROI_FEATURES = _z(1, 2, 5, 5)
+
+# (call, exception, words its message must hold: the argument, the expected, the actual)
+ARGUMENT_ERRORS = [
+    pytest.param(lambda: det.batched_nms(_z(3, 4), _z(3), _z(3), 0.5), TypeError,
+                 ["idxs:", "expected dtype int64 / int32 / int16 / int8 / uint8", "and dtype float32"],
+                 id="batched_nms-idxs-dtype"),
+    pytest.param(lambda: det.batched_nms(_z(3, 4), _z(3), _z(4, dtype=np.int64), 0.5), ValueError,
+                 ["idxs:", "expected shape (3,) like boxes", "of shape (4,)"], id="batched_nms-idxs-shape"),
+    pytest.param(lambda: det.batched_nms(_z(3, 4), _z(3), _z(3, 1, dtype=np.int64), 0.5), ValueError,
+                 ["idxs:", "expected shape (3,) like boxes", "of shape (3, 1)"], id="batched_nms-idxs-2d"),
+    pytest.param(lambda: det.multiclass_nms(_z(2, 3, 4), _z(2, 4, 2)), ValueError,
+                 ["scores:", "expected shape (2, 3) or (2, 3, C) like boxes", "of shape (2, 4, 2)"],
+                 id="multiclass-scores-shape"),
+    pytest.param(lambda: det.multiclass_nms(_z(3, 4), _z(4)), ValueError,
+                 ["scores:", "expected shape (3,) or (3, C) like boxes", "of shape (4,)"],
+                 id="multiclass-one-image-scores-shape"),
+    pytest.param(lambda: det.multiclass_nms(_z(2, 3, 4), _z(2, 3, 0)), ValueError,
+                 ["scores:", "expected at least one class", "of shape (2, 3, 0)"], id="multiclass-no-class"),
+    pytest.param(lambda: det.multiclass_nms(_z(2, 3, 4), _z(2, 3), top_k=0), ValueError,
+                 ["top_k:", "expected a positive int or None", "got 0"], id="multiclass-top_k-zero"),
+    pytest.param(lambda: det.multiclass_nms(_z(2, 3, 4), _z(2, 3), top_k=-5), ValueError,
+                 ["top_k:", "expected a positive int or None", "got -5"], id="multiclass-top_k-negative"),
+    pytest.param(lambda: det.multiclass_nms(_z(2, 3, 4), _z(2, 3), top_k=2.5), ValueError,
+                 ["top_k:", "expected a positive int or None", "got 2.5"], id="multiclass-top_k-float"),
+    pytest.param(lambda: det.multiclass_nms(_z(2, 3, 4), _z(2, 3), score_threshold="0.3"), TypeError,
+                 ["score_threshold:", "expected a number", "got '0.3'"], id="multiclass-score_threshold-type"),
+    pytest.param(lambda: det.box_convert(_z(3, 4), "xyxy", "xyzw"), ValueError,
+                 ["out_fmt:", "expected one of ['xyxy', 'xywh', 'cxcywh']", "got 'xyzw'"], id="box_convert-out_fmt"),
+    pytest.param(lambda: det.box_convert(_z(3, 5), "xyxy", "xywh"), ValueError,
+                 ["boxes:", "expected shape (..., 4)", "of shape (3, 5)"], id="box_convert-shape"),
+    pytest.param(lambda: det.box_convert(_z(3, 4, dtype=np.float64), "xyxy", "xywh"), TypeError,
+                 ["boxes:", "expected dtype float32 / float16", "and dtype float64"], id="box_convert-dtype"),
+    pytest.param(lambda: det.clip_boxes(_z(3, 4), (0, 10)), ValueError,
+                 ["size:", "expected positive height and width", "got (0, 10)"], id="clip_boxes-size-zero"),
+    pytest.param(lambda: det.clip_boxes(_z(3, 4), (10,)), TypeError,
+                 ["size:", "expected a (height, width) pair of ints", "got (10,)"], id="clip_boxes-size-one"),
+    pytest.param(lambda: det.box_iou(_z(3, 4), _z(2, 5)), ValueError,
+                 ["boxes2:", "expected shape (N, 4)", "of shape (2, 5)"], id="box_iou-boxes2-shape"),
+    pytest.param(lambda: det.box_iou(_z(3, 4), _z(4)), ValueError,
+                 ["boxes2:", "expected shape (N, 4)", "of shape (4,)"], id="box_iou-boxes2-1d"),
+    pytest.param(lambda: det.box_iou(_z(3, 4), _z(2, 4, dtype=np.float64)), TypeError,
+                 ["boxes2:", "expected dtype float32 / float16", "and dtype float64"], id="box_iou-boxes2-dtype"),
+    pytest.param(lambda: det.decode_boxes(_z(4, 4), _z(3, 4)), ValueError,
+                 ["priors:", "expected shape (4, 4)", "of shape (3, 4)"], id="decode_boxes-priors-count"),
+    pytest.param(lambda: det.decode_boxes(_z(2, 4, 4), _z(4, 2)), ValueError,
+                 ["priors:", "expected shape (4, 4)", "of shape (4, 2)"], id="decode_boxes-priors-columns"),
+    pytest.param(lambda: det.decode_landmarks(_z(4, 10), _z(5, 4)), ValueError,
+                 ["priors:", "expected shape (4, 4)", "of shape (5, 4)"], id="decode_landmarks-priors"),
+    pytest.param(lambda: det.decode_boxes(_z(4, 4), _z(4, 4), (0.1,)), ValueError,
+                 ["variances:", "expected two numbers", "got (0.1,)"], id="decode_boxes-variances-one"),
+    pytest.param(lambda: det.decode_boxes(_z(4, 4), _z(4, 4), 0.1), TypeError,
+                 ["variances:", "expected two numbers", "got 0.1"], id="decode_boxes-variances-number"),
+    pytest.param(lambda: det.decode_landmarks(_z(4, 10), _z(4, 4), (0.1, 0.2, 0.3)), ValueError,
+                 ["variances:", "expected two numbers", "got (0.1, 0.2, 0.3)"],
+                 id="decode_landmarks-variances-three"),
+    pytest.param(lambda: det.decode_landmarks(_z(4, 10), _z(4, 4), ("0.1", 0.2)), TypeError,
+                 ["variances:", "expected a number", "got '0.1'"], id="decode_landmarks-variances-type"),
+    pytest.param(lambda: det.decode_yolo(_z(1, 3, 5)), ValueError,
+                 ["pred:", "expected shape (..., N, 5 + C) with C >= 1", "of shape (1, 3, 5)"],
+                 id="decode_yolo-columns"),
+    pytest.param(lambda: det.decode_yolo(_z(1, 3, 4), objectness=False), ValueError,
+                 ["pred:", "expected shape (..., N, 4 + C) with C >= 1", "of shape (1, 3, 4)"],
+                 id="decode_yolo-columns-no-objectness"),
+    pytest.param(lambda: det.decode_yolo(_z(1, 3, 7, dtype=np.float64)), TypeError,
+                 ["pred:", "expected dtype float32 / float16", "and dtype float64"], id="decode_yolo-dtype"),
+    pytest.param(lambda: det.prior_boxes((32, 32), [[16], [32]], [16]), ValueError,
+                 ["min_sizes:", "expected one entry per step (1)", "got 2"], id="prior_boxes-count"),
+    pytest.param(lambda: det.prior_boxes((32, 32), [[16]], [0]), ValueError,
+                 ["steps:", "expected positive values", "got [0]"], id="prior_boxes-step-zero"),
+    pytest.param(lambda: det.prior_boxes((32, 32), [[16], [8]], [16, -8]), ValueError,
+                 ["steps:", "expected positive values", "got [16, -8]"], id="prior_boxes-step-negative"),
+    pytest.param(lambda: det.roi_align(_z(2, 5, 5), _z(1, 5), 2), ValueError,
+                 ["features:", "expected an (N, C, H, W) array", "of shape (2, 5, 5)"], id="roi_align-features-ndim"),
+    pytest.param(lambda: det.roi_align(_z(1, 2, 5, 5, dtype=np.float64), _z(1, 5), 2), TypeError,
+                 ["features:", "expected dtype float32 / float16", "and dtype float64"],
+                 id="roi_align-features-dtype"),
+    pytest.param(lambda: det.roi_align(_ROI_FEATURES, _z(1, 4), 2), ValueError,
+                 ["rois:", "expected shape (K, 5) or a list of (K_i, 4)", "of shape (1, 4)"],
+                 id="roi_align-rois-shape"),
+    pytest.param(lambda: det.roi_align(_ROI_FEATURES, [_z(2, 4), _z(1, 5)], 2), ValueError,
+                 ["rois[1]:", "expected shape (K, 4)", "of shape (1, 5)"], id="roi_align-rois-list-element"),
+    pytest.param(lambda: det.roi_align(_ROI_FEATURES, _z(1, 5), 2, 1.0, 2.0), TypeError,
+                 ["sampling_ratio:", "expected an int", "got 2.0"], id="roi_align-sampling_ratio-float"),
+    pytest.param(lambda: det.roi_align(_ROI_FEATURES, _z(1, 5), 0), ValueError,
+                 ["output_size:", "expected positive height and width", "got (0, 0)"],
+                 id="roi_align-output_size-zero"),
+]
+
+
+@pytest.mark.parametrize("call, exc, words", ARGUMENT_ERRORS)
+def test_argument_errors_name_expected_and_actual(call, exc, words):
+    raises_naming(exc, call, words)
 
 
 # --- box ops and decoders (CI) --------------------------------------------------------------------
@@ -227,6 +484,64 @@ def test_prior_boxes_retinaface_layout():
     assert det.prior_boxes((100, 60), [[200]], [64], clip=True).max() <= 1
 
 
+def test_prior_boxes_non_square_hand_values():
+    """image (48, 64) (height, width), levels of step 16 (sizes 8 and 24) and step 32 (size
+    40). Step 16: ceil(48 / 16) = 3 rows by ceil(64 / 16) = 4 columns; cell (i, j): cx =
+    (j + 0.5) * 16 / 64 = (2j + 1) / 8, cy = (i + 0.5) * 16 / 48 = (2i + 1) / 6; size s:
+    (s / 64, s / 48), so 8 -> (1/8, 1/6) and 24 -> (3/8, 1/2). Step 32: ceil(48 / 32) = 2
+    rows (the second reaching past the bottom, centred on it) by 2 columns; cx = (j + 0.5)
+    * 32 / 64 = (2j + 1) / 4, cy = (i + 0.5) * 32 / 48 = (2i + 1) / 3; size 40 -> (5/8,
+    5/6). Rows by level, then row-major cells, then sizes: 3 * 4 * 2 + 2 * 2 = 28. Each
+    value is the float32 nearest the fraction (the double quotient rounded once)."""
+    pri = det.prior_boxes((48, 64), [[8, 24], [40]], [16, 32])
+    expected = []
+    for i in range(3):
+        for j in range(4):
+            cx, cy = (2 * j + 1) / 8, (2 * i + 1) / 6
+            expected += [[cx, cy, 1 / 8, 1 / 6], [cx, cy, 3 / 8, 1 / 2]]
+    for i in range(2):
+        for j in range(2):
+            expected.append([(2 * j + 1) / 4, (2 * i + 1) / 3, 5 / 8, 5 / 6])
+    assert pri.shape == (28, 4) and pri.dtype == np.float32
+    np.testing.assert_array_equal(pri, np.array(expected, np.float64).astype(np.float32))
+    # a few rows written out: cell (0, 0) size 8; cell (1, 2) size 24; the last, step 32 cell (1, 1)
+    np.testing.assert_array_equal(pri[0], np.float32([1 / 8, 1 / 6, 1 / 8, 1 / 6]))
+    np.testing.assert_array_equal(pri[2 * (1 * 4 + 2) + 1], np.float32([5 / 8, 1 / 2, 3 / 8, 1 / 2]))
+    np.testing.assert_array_equal(pri[27], np.float32([3 / 4, 1, 5 / 8, 5 / 6]))
+    # clip: cy = 1 stays, nothing in [0, 1] changes
+    np.testing.assert_array_equal(det.prior_boxes((48, 64), [[8, 24], [40]], [16, 32], clip=True), pri)
+
+
+def test_decoders_hand_values_non_square_priors():
+    """decode_boxes and decode_landmarks with non-zero offsets against priors whose width
+    and height differ, the default variances (0.1, 0.2), RetinaFace's decode:
+
+    prior 0 (cx, cy, w, h) = (0.5, 0.25, 0.25, 0.5), loc (2, -1, 5 ln 2, -5 ln 2):
+      cx = 0.5 + 2 * 0.1 * 0.25 = 0.55, cy = 0.25 - 1 * 0.1 * 0.5 = 0.2,
+      w = 0.25 * exp(5 ln 2 * 0.2) = 0.5, h = 0.5 * exp(-ln 2) = 0.25,
+      x1 = 0.55 - 0.25 = 0.3, y1 = 0.2 - 0.125 = 0.075, x2 = 0.8, y2 = 0.325;
+    prior 1 (0.125, 0.75, 0.5, 0.125), loc (-1, 4, 0, 5 ln 2):
+      cx = 0.125 - 0.1 * 0.5 = 0.075, cy = 0.75 + 4 * 0.1 * 0.125 = 0.8, w = 0.5, h = 0.25,
+      x1 = -0.175, y1 = 0.675, x2 = 0.325, y2 = 0.925.
+    Landmarks, p_c + pre * 0.1 * p_wh per point:
+    prior 0, pre (2, -1, -4, 3): (0.5 + 0.05, 0.25 - 0.05) = (0.55, 0.2),
+      (0.5 - 0.1, 0.25 + 0.15) = (0.4, 0.4);
+    prior 1, pre (-1, 4, 10, -2): (0.125 - 0.05, 0.75 + 0.05) = (0.075, 0.8),
+      (0.125 + 0.5, 0.75 - 0.025) = (0.625, 0.725).
+    The decoders compute in float32 (0.1 and 0.2 and ln 2 are not exact there): the table's
+    float32 tolerance."""
+    ln2 = np.log(2.0)
+    pri = np.array([[0.5, 0.25, 0.25, 0.5], [0.125, 0.75, 0.5, 0.125]], np.float32)
+    loc = np.array([[2, -1, 5 * ln2, -5 * ln2], [-1, 4, 0, 5 * ln2]], np.float32)
+    boxes = det.decode_boxes(loc, pri)
+    assert boxes.shape == (2, 4) and boxes.dtype == np.float32
+    assert_close(boxes, [[0.3, 0.075, 0.8, 0.325], [-0.175, 0.675, 0.325, 0.925]], dtype=np.float32)
+    pre = np.array([[2, -1, -4, 3], [-1, 4, 10, -2]], np.float32)
+    points = det.decode_landmarks(pre, pri)
+    assert points.shape == (2, 2, 2) and points.dtype == np.float32
+    assert_close(points, [[[0.55, 0.2], [0.4, 0.4]], [[0.075, 0.8], [0.625, 0.725]]], dtype=np.float32)
+
+
 def test_decode_encode_round_trip_and_landmarks():
     pri = det.prior_boxes((64, 64), [[16]], [16])
     rng = np.random.default_rng(6)
@@ -251,6 +566,24 @@ def test_decode_yolo():
 
 
 # --- box ops and decoders on kernels (emulated in CI, GPU with -m gpu) ------------------------------
+@pytest.fixture
+def poisoned_all_outputs(poisoned_outputs, monkeypatch):
+    """poisoned_outputs for integer allocations too: the int64 indices, classes and counts
+    multiclass_nms returns, and the scratch they are carved from, start with every element
+    (every byte, for the uint8 allocations carved into arrays) at KernelSide.poisoned's
+    integer value, which no kernel writes by accident."""
+    allocate = det._arrays.Prepared.output  # poisoned_outputs' float poisoning in it
+
+    def output(self, out, shape, dtype, name="out"):
+        native, view = allocate(self, out, shape, dtype, name)
+        dtype = np.dtype(dtype)
+        if out is None and dtype.kind in "iu":
+            view.fill(np.iinfo(dtype).max // 3 + 7)
+        return native, view
+
+    monkeypatch.setattr(det._arrays.Prepared, "output", output)
+
+
 def odd_values(rng, shape, dtype, lo=-50.0, hi=150.0):
     """Random values with NaN, infinities, -0.0, zero-size and inverted boxes mixed in (and,
     as float16, values past its range that become infinities)."""
@@ -362,7 +695,8 @@ def test_gpu_box_ops_equal_torchvision(dtype):
     """box_convert (every pair), clip_boxes and box_iou of torch CUDA tensors against
     torchvision on the same tensors (finite boxes: torchvision's clamp keeps NaN where
     NumPy's fmax drops it). torchvision's box_iou works in the boxes' dtype; ours in float32
-    (float16 boxes read exactly), so it is compared in float32."""
+    (float16 boxes read exactly), so for float16 boxes it is compared with torchvision's
+    box_iou of the boxes cast to float32."""
     tv, torch = _torchvision()
     rng = np.random.default_rng(35)
     boxes = random_boxes(rng, 300, extent=200.0, sides=(0.0, 40.0), dtype=dtype)
@@ -376,9 +710,10 @@ def test_gpu_box_ops_equal_torchvision(dtype):
     shifted = t - 100
     np.testing.assert_array_equal(det.clip_boxes(shifted, (90, 120)).cpu().numpy(),
                                   tv.ops.clip_boxes_to_image(shifted, (90, 120)).cpu().numpy())
-    if dtype == np.float32:
-        got = det.box_iou(t[:120], t[100:])
-        np.testing.assert_array_equal(got.cpu().numpy(), tv.ops.box_iou(t[:120], t[100:]).cpu().numpy())
+    got = det.box_iou(t[:120], t[100:])
+    assert isinstance(got, torch.Tensor) and got.device == t.device and got.dtype == torch.float32
+    t32 = t.float()  # exact: every float16 is a float32
+    np.testing.assert_array_equal(got.cpu().numpy(), tv.ops.box_iou(t32[:120], t32[100:]).cpu().numpy())
 
 
 # --- roi_align (CI) ----------------------------------------------------------------------------------
@@ -525,6 +860,22 @@ def test_kernel_nms_special_values(kernels):
         np.testing.assert_array_equal(got, reference_nms(boxes, scores, thr))
 
 
+def test_kernel_nms_float16_rounds_side_lengths(kernels, monkeypatch):
+    """half_rounding_case on the kernels: nms, batched_nms (both paths), multiclass_nms."""
+    boxes, scores, expected = half_rounding_case()
+    idxs = np.zeros(4, np.int64)
+    for thr, (kept16, kept32) in expected.items():
+        np.testing.assert_array_equal(kernels.get(det.nms(kernels.put(boxes), kernels.put(scores), thr)), kept16)
+        got = det.nms(kernels.put(boxes.astype(np.float32)), kernels.put(scores), thr)
+        np.testing.assert_array_equal(kernels.get(got), kept32)
+        for grouped_min in (det._GROUPED_MIN_BOXES, 0):
+            monkeypatch.setattr(det, "_GROUPED_MIN_BOXES", grouped_min)
+            got = det.batched_nms(kernels.put(boxes), kernels.put(scores), kernels.put(idxs), thr)
+            np.testing.assert_array_equal(kernels.get(got), kept16, err_msg=f"{thr} {grouped_min}")
+        d = det.multiclass_nms(kernels.put(boxes), kernels.put(scores), iou_threshold=thr, max_detections=4)
+        np.testing.assert_array_equal(kernels.get(d.indices)[0], kept16 + [-1] * (4 - len(kept16)))
+
+
 def test_kernel_nms_empty_and_all_suppressed(kernels):
     got = det.nms(kernels.put(np.zeros((0, 4), np.float32)), kernels.put(np.zeros(0, np.float32)), 0.5)
     assert kernels.get(got).shape == (0,) and kernels.get(got).dtype == np.int64
@@ -591,12 +942,37 @@ def test_kernel_nms_long_suppression_chain(kernels, monkeypatch, grouped):
     np.testing.assert_array_equal(kernels.get(got), ref)
 
 
+def cpu_multiclass(boxes, scores, iou_threshold=0.5, score_threshold=None, top_k=None, max_detections=100,
+                   class_agnostic=False):
+    """multiclass_nms of (B, N, 4) boxes and (B, N) or (B, N, C) scores by the NumPy backend
+    directly (under emulation the public op would run the kernels too), as Detections."""
+    B, D = boxes.shape[0], max_detections
+    s3 = scores if scores.ndim == 3 else scores[:, :, None]
+    idx, cls, counts = cpu.multiclass_nms(boxes, s3, iou_threshold, score_threshold, top_k, max_detections,
+                                          class_agnostic)
+    out_boxes, out_scores = np.zeros((B, D, 4), boxes.dtype), np.zeros((B, D), scores.dtype)
+    for b, k in enumerate(counts):
+        out_boxes[b, :k] = boxes[b, idx[b, :k]]
+        out_scores[b, :k] = s3[b, idx[b, :k], cls[b, :k]]
+    return det.Detections(counts, out_boxes, out_scores, cls, idx)
+
+
+def assert_detections_equal(got, ref, get):
+    """Every field of ``got`` (brought back by ``get``) equal to ``ref``'s, dtype and shape
+    included."""
+    for name, a, b in zip(ref._fields, got, ref):
+        a = get(a)
+        assert a.dtype == b.dtype and a.shape == b.shape, (name, a.dtype, a.shape, b.dtype, b.shape)
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
 @pytest.mark.parametrize("case", ["per_class", "agnostic", "one_class", "no_threshold"])
-def test_kernel_multiclass(kernels, case):
+def test_kernel_multiclass(kernels, poisoned_all_outputs, case):
     rng = np.random.default_rng(12)
     B, N, C = 3, 70, 3
     boxes = np.stack([random_boxes(rng, N) for _ in range(B)])
     scores = rng.random((B, N, C)).astype(np.float32)
+    scores[1] *= 0.3  # few over 0.25: image 1 keeps fewer than max_detections (padding after)
     kw = dict(iou_threshold=0.5, score_threshold=0.25, top_k=90, max_detections=30)
     if case == "agnostic":
         kw["class_agnostic"] = True
@@ -604,22 +980,14 @@ def test_kernel_multiclass(kernels, case):
         scores = scores[:, :, 0].astype(np.float16)
     if case == "no_threshold":
         kw.update(score_threshold=None, top_k=None, max_detections=8)
-    # the NumPy backend directly (under emulation the public op would run the kernels too)
-    s3 = scores if scores.ndim == 3 else scores[:, :, None]
-    idx, cls, counts = cpu.multiclass_nms(boxes, s3, kw["iou_threshold"], kw["score_threshold"], kw["top_k"],
-                                          kw["max_detections"], kw.get("class_agnostic", False))
-    valid, rows = idx >= 0, np.arange(B)[:, None]
-    safe = np.where(valid, idx, 0)
-    ref = det.Detections(counts, np.where(valid[..., None], boxes[rows, safe], 0).astype(boxes.dtype),
-                         np.where(valid, s3[rows, safe, np.where(valid, cls, 0)], 0).astype(scores.dtype), cls, idx)
+    ref = cpu_multiclass(boxes, scores, **kw)
     got = det.multiclass_nms(kernels.put(boxes), kernels.put(scores), **kw)
-    assert counts.sum() > 0
-    for name, a, b in zip(ref._fields, got, ref):
-        np.testing.assert_array_equal(kernels.get(a), b, err_msg=name)
+    assert ref.counts.sum() > 0 and (case == "no_threshold" or ref.counts[1] < kw["max_detections"])
+    assert_detections_equal(got, ref, kernels.get)
 
 
 @pytest.mark.parametrize("agnostic", [False, True])
-def test_kernel_multiclass_counts_candidates_for_a_large_mask(kernels, monkeypatch, agnostic):
+def test_kernel_multiclass_counts_candidates_for_a_large_mask(kernels, poisoned_all_outputs, monkeypatch, agnostic):
     """With a score threshold and no top_k, a worst-case mask above the budget is sized by a
     count of the passing candidates (here a budget of one byte forces it): the mask is
     sized for that count, and the result is the CPU backend's without top_k. NaN scores
@@ -639,18 +1007,40 @@ def test_kernel_multiclass_counts_candidates_for_a_large_mask(kernels, monkeypat
     scores = rng.random((B, N, C)).astype(np.float32)
     scores[1, ::9, 2] = np.nan
     scores[2] *= 0.5  # nothing above 0.7
-    idx, cls, counts = cpu.multiclass_nms(boxes, scores, 0.5, 0.7, None, 40, agnostic)
-    got = det.multiclass_nms(kernels.put(boxes), kernels.put(scores), iou_threshold=0.5,
-                             score_threshold=0.7, max_detections=40, class_agnostic=agnostic)
+    kw = dict(iou_threshold=0.5, score_threshold=0.7, max_detections=40, class_agnostic=agnostic)
+    ref = cpu_multiclass(boxes, scores, **kw)
+    got = det.multiclass_nms(kernels.put(boxes), kernels.put(scores), **kw)
     passing = scores >= np.float32(0.7)
     if agnostic:
         passing = passing.any(axis=2)
     count = int(passing.reshape(B, -1).sum(axis=1).max())
     assert seen == [N * (1 if agnostic else C), count] and count < seen[0]
-    np.testing.assert_array_equal(kernels.get(got.counts), counts)
-    np.testing.assert_array_equal(kernels.get(got.indices), idx)
-    np.testing.assert_array_equal(kernels.get(got.classes), cls)
-    assert counts[0] > 0 and counts[2] == 0
+    assert_detections_equal(got, ref, kernels.get)
+    assert ref.counts[0] > 0 and ref.counts[2] == 0
+
+
+@pytest.mark.parametrize("agnostic", [False, True])
+def test_kernel_multiclass_one_image_and_empty_batch(kernels, poisoned_all_outputs, agnostic):
+    """(N, 4) boxes with (N, C) or (N,) scores: the NumPy backend's result for the batch of
+    that one image (B = 1); a batch of no images (B = 0): counts (0,) and (0, D, ...) fields.
+    flatten() of both."""
+    rng = np.random.default_rng(43)
+    N, C, D = 80, 4, 64
+    boxes = random_boxes(rng, N)
+    scores = rng.random((N, C)).astype(np.float32)
+    kw = dict(iou_threshold=0.5, score_threshold=0.8, max_detections=D, class_agnostic=agnostic)
+    for s in (scores, scores[:, 2].astype(np.float16)):
+        ref = cpu_multiclass(boxes[None], s[None], **kw)
+        assert 0 < ref.counts[0] < D
+        got = det.multiclass_nms(kernels.put(boxes), kernels.put(s), **kw)
+        assert_detections_equal(got, ref, kernels.get)
+        check_flatten(got, kernels.get)
+    for s in (np.zeros((0, N, C), np.float32), np.zeros((0, N), np.float16)):
+        got = det.multiclass_nms(kernels.put(np.zeros((0, N, 4), np.float16)), kernels.put(s), **kw)
+        ref = det.Detections(np.zeros(0, np.int64), np.zeros((0, D, 4), np.float16), np.zeros((0, D), s.dtype),
+                             np.zeros((0, D), np.int64), np.zeros((0, D), np.int64))
+        assert_detections_equal(got, ref, kernels.get)
+        check_flatten(got, kernels.get)
 
 
 @pytest.mark.gpu
@@ -676,17 +1066,24 @@ def test_gpu_multiclass_yolo_sized_without_top_k():
         det.multiclass_nms(boxes, scores)
 
 
-def test_kernel_multiclass_empty(kernels):
-    d = det.multiclass_nms(kernels.put(np.zeros((2, 0, 4), np.float32)), kernels.put(np.zeros((2, 0, 3), np.float32)),
-                           max_detections=4)
-    assert kernels.get(d.counts).tolist() == [0, 0]
-    assert kernels.get(d.boxes).shape == (2, 4, 4) and (kernels.get(d.classes) == -1).all()
+def test_kernel_multiclass_empty(kernels, poisoned_all_outputs):
+    """No boxes in either of two images, or in one (N, 4) image: counts 0, every slot
+    padding (zero boxes and scores, -1 classes and indices)."""
+    for b in (2, None):
+        lead = (b,) if b else ()
+        boxes, scores = np.zeros(lead + (0, 4), np.float32), np.zeros(lead + (0, 3), np.float16)
+        d = det.multiclass_nms(kernels.put(boxes), kernels.put(scores), max_detections=4)
+        B = b or 1
+        ref = det.Detections(np.zeros(B, np.int64), np.zeros((B, 4, 4), np.float32), np.zeros((B, 4), np.float16),
+                             np.full((B, 4), -1, np.int64), np.full((B, 4), -1, np.int64))
+        assert_detections_equal(d, ref, kernels.get)
+        check_flatten(d, kernels.get)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("aligned", [False, True])
 @pytest.mark.parametrize("sampling_ratio", [2, -1])
-def test_kernel_roi_align_equals_cpu(kernels, dtype, aligned, sampling_ratio):
+def test_kernel_roi_align_equals_cpu(kernels, poisoned_outputs, dtype, aligned, sampling_ratio):
     rng = np.random.default_rng(13)
     feat = rng.standard_normal((2, 3, 9, 11)).astype(dtype)
     rois = roi_table(rng, 6, 2, 40)
@@ -697,7 +1094,7 @@ def test_kernel_roi_align_equals_cpu(kernels, dtype, aligned, sampling_ratio):
     np.testing.assert_array_equal(got, ref)
 
 
-def test_kernel_roi_align_list_rois_non_contiguous(kernels):
+def test_kernel_roi_align_list_rois_non_contiguous(kernels, poisoned_outputs):
     rng = np.random.default_rng(14)
     feat = rng.standard_normal((2, 9, 11, 4)).astype(np.float32)
     nchw = np.moveaxis(feat, 3, 1)  # (2, 4, 9, 11) with channel stride 1
@@ -713,8 +1110,8 @@ def test_kernel_roi_align_list_rois_non_contiguous(kernels):
 @pytest.mark.parametrize("items", [7, 1024])
 @pytest.mark.parametrize("narrow", [True, False])
 @pytest.mark.parametrize("size", [(3, 2), (1, 1)])
-def test_kernel_roi_align_big_adaptive_grids_and_channel_chunks(kernels, monkeypatch, aligned, items, narrow,
-                                                                size):
+def test_kernel_roi_align_big_adaptive_grids_and_channel_chunks(kernels, poisoned_outputs, monkeypatch, aligned,
+                                                                items, narrow, size):
     """Rois whose adaptive grids are too long for the block's shared sample table (they
     compute each sample's taps per output), next to rois that use it; with 7 outputs per
     block every channel is a block of its own, with 1024 one block takes all 5. Not
