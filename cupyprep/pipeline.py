@@ -699,10 +699,8 @@ class Loader:
         if output == "torch":
             import torch  # noqa: F401
         cpus = os.cpu_count() or 1
-        workers = min(8, cpus) if workers is None else int(workers)
-        copy_threads = min(8, cpus) if copy_threads is None else int(copy_threads)
-        if workers <= 0 or copy_threads <= 0:
-            raise ValueError(f"workers, copy_threads: expected positive counts, got {workers}, {copy_threads}")
+        workers = _thread_count("workers", workers, cpus)
+        copy_threads = _thread_count("copy_threads", copy_threads, cpus)
         if imread_flags is None:
             import cv2
 
@@ -794,7 +792,8 @@ class Loader:
 
     def __len__(self):
         if not hasattr(self._source, "__len__"):
-            raise TypeError("len(Loader): the source has no length")
+            raise TypeError(f"len(Loader): expected a source with a length (a sequence or a "
+                            f"map-style Dataset), got {_arrays.describe(self._source)}")
         n = len(self._source)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
@@ -825,6 +824,15 @@ class Loader:
             if pool is not None:
                 out.extend(getattr(pool, "_threads", ()))
         return out
+
+
+def _thread_count(name, value, cpus):
+    """A pool's thread count: ``value``, a positive int, or by default the CPUs (up to 8)."""
+    if value is None:
+        return min(8, cpus)
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name}: expected a positive int, got {value!r}")
+    return int(value)
 
 
 def _shutdown(pipe, progress):

@@ -430,14 +430,15 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     if resize_size is not None:
         if mode != "center_crop":
             raise ValueError(f"resize_size: only used with mode='center_crop', got mode={mode!r}")
-        if not isinstance(resize_size, numbers.Integral) or resize_size <= 0:
+        if not isinstance(resize_size, numbers.Integral) or isinstance(resize_size, bool) \
+                or resize_size <= 0:
             raise ValueError(f"resize_size: expected a positive int, got {resize_size!r}")
     out_dtype = _validate.out_dtype("dtype", dtype, OUT_DTYPES)
     layout = _validate.choice("layout", layout, ("NCHW", "NHWC"))
     if uniform:
         arr = arrays
         in_dtype = _validate.dtype_in("images", arr, PREPROCESS_DTYPES)
-        geo = _validate.image_layout("images", arr, "NHWC", max_channels=4)
+        geo = _validate.image_layout("images", arr, "NHWC")
         c, n = geo.c, geo.n
         sizes = [(geo.h, geo.w)] * n
     else:
@@ -446,10 +447,10 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         c = _validate.list_images("images", arrays, same_ndim=False)
         n = len(arrays)
         sizes = [a.shape[:2] for a in arrays]
-    if c == 2:
-        raise ValueError("images: expected 1, 3 or 4 channels, got 2")
-    if c > 4:
-        raise ValueError(f"images: expected 1, 3 or 4 channels, got {c}")
+    if c not in (1, 3, 4):
+        what = (f"images[0] is {_arrays.describe(images[0])}" if isinstance(images, (list, tuple))
+                else _arrays.describe(images))
+        raise ValueError(f"images: expected 1, 3 or 4 channels, got {c} ({what})")
     mean = _validate.per_channel("mean", mean, c, 0.0)
     std = _validate.per_channel("std", std, c, 1.0)
     if any(s == 0 for s in std):

@@ -19,6 +19,21 @@ def cv2_gray(img, order):
     return cv2.cvtColor(src, code).astype(img.dtype)
 
 
+def cv2_swap(img):
+    src = img.astype(np.float32) if img.dtype == np.float16 else img
+    return cv2.cvtColor(src, cv2.COLOR_BGR2RGB).astype(img.dtype)
+
+
+def each_image(fn, img):
+    """``fn`` of a contiguous copy of an HWC image, or of each image of an NHWC batch
+    (an empty batch: the shape ``fn`` would give each image, without pixels)."""
+    if img.ndim == 3:
+        return fn(np.ascontiguousarray(img))
+    if len(img) == 0:
+        return np.zeros((0,) + fn(np.zeros(img.shape[1:], img.dtype)).shape, img.dtype)
+    return np.stack([fn(np.ascontiguousarray(i)) for i in img])
+
+
 def test_constants_are_opencvs():
     for name in cv2compat.__all__:
         if name.isupper():
@@ -32,7 +47,10 @@ def test_cpu_color(dtype, channels):
     np.testing.assert_array_equal(cupyprep.swap_rb(img), img[..., [2, 1, 0] + [3] * (channels == 4)])
     for order in ("bgr", "rgb"):
         np.testing.assert_array_equal(cupyprep.to_gray(img[0], order=order), cv2_gray(img[0], order))
-        assert cupyprep.to_gray(img, order=order).shape == (2, 9, 11)
+        batch = cupyprep.to_gray(img, order=order)
+        assert batch.shape == (2, 9, 11) and batch.dtype == img.dtype
+        for got, one in zip(batch, img):
+            np.testing.assert_array_equal(got, cv2_gray(one, order))
 
 
 def test_cv2compat_on_numpy_is_cv2():
@@ -53,6 +71,16 @@ def test_cv2compat_on_numpy_is_cv2():
         (lambda: cv2compat.cvtColor(np.zeros((4, 4, 3), np.uint8), 99), ValueError, ["code", "99"]),
         (lambda: cv2compat.cvtColor(np.zeros((4, 4, 3), np.uint8), cv2compat.COLOR_BGRA2GRAY), ValueError, ["src", "4"]),
         (lambda: cv2compat.resize(np.zeros((4, 4, 3), np.uint8), (2, 2), interpolation=7), ValueError, ["interpolation"]),
+        (lambda: cupyprep.swap_rb(np.zeros((4, 4, 3), np.uint8), out=np.zeros((4, 4, 3), np.float32)), ValueError,
+         ["out", "shape (4, 4, 3) and dtype uint8", "dtype float32"]),
+        (lambda: cupyprep.swap_rb(np.zeros((2, 4, 4, 4), np.uint16), out=np.zeros((2, 4, 4, 3), np.uint16)),
+         ValueError, ["out", "shape (2, 4, 4, 4) and dtype uint16", "shape (2, 4, 4, 3)"]),
+        (lambda: cupyprep.to_gray(np.zeros((4, 4, 3), np.uint8), out=np.zeros((4, 4, 3), np.uint8)), ValueError,
+         ["out", "shape (4, 4) and dtype uint8", "shape (4, 4, 3)"]),
+        (lambda: cupyprep.to_gray(np.zeros((2, 4, 4, 3), np.float32), out=np.zeros((2, 4, 4), np.float16)),
+         ValueError, ["out", "shape (2, 4, 4) and dtype float32", "dtype float16"]),
+        (lambda: cupyprep.to_gray(np.zeros((4, 4, 3), np.uint8), out=[[0]]), TypeError,
+         ["out", "expected a numpy.ndarray", "builtins.list"]),
     ],
 )
 def test_bad_input(call, exc, words):
@@ -76,14 +104,41 @@ def test_kernel_color(kernels, dtype, channels):
     for order in ("bgr", "rgb"):
         out = kernels.poisoned(img.shape[:3], dtype)
         got = kernels.get(cupyprep.to_gray(kernels.put(img), order=order, out=out))
-        ref = np.stack([cv2_gray(i, order) for i in img])
-        if dtype in (np.uint8, np.uint16):
-            np.testing.assert_array_equal(got, ref)
-        else:
-            # OpenCV's float gray runs vector code whose multiply-add order is its own; the
-            # kernel sums B, G, R products in channel order: a float32 ulp or two apart
-            assert_close(got, ref, atol=4e-7 if dtype == np.float32 else 2 ** -10,
-                         reason="OpenCV's float summation order")
+        assert_gray(got, np.stack([cv2_gray(i, order) for i in img]))
+
+
+def assert_gray(got, ref):
+    """A kernel's gray against cv2's: integers bit for bit (OpenCV's fixed point)."""
+    if got.dtype.kind == "u":
+        np.testing.assert_array_equal(got, ref)
+    else:
+        # OpenCV's float gray runs vector code whose multiply-add order is its own; the
+        # kernel sums B, G, R products in channel order: a float32 ulp or two apart
+        assert_close(got, ref, atol=4e-7 if got.dtype == np.float32 else 2 ** -10,
+                     reason="OpenCV's float summation order")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_kernel_color_views_empty_and_one_pixel(kernels, dtype):
+    """swap_rb and to_gray against cv2.cvtColor for a strided view read in place (every
+    other row, reversed; every third column; the first 3 of 4 channels), an empty batch
+    and a 1 x 1 image."""
+    rng = np.random.default_rng(11)
+    base = random_image(rng, (2, 9, 14, 4), dtype)
+    one = random_image(rng, (1, 1, 3), dtype)
+    if dtype == np.float16:
+        base, one = np.abs(base), np.abs(one)
+    empty = np.zeros((0, 5, 5, 3), dtype)
+    cases = [(kernels.put(base)[:, ::-2, ::3, :3], base[:, ::-2, ::3, :3]),
+             (kernels.put(empty), empty), (kernels.put(one), one)]
+    for arg, host in cases:
+        out = kernels.poisoned(host.shape, dtype)
+        assert cupyprep.swap_rb(arg, out=out) is out
+        np.testing.assert_array_equal(kernels.get(out), each_image(cv2_swap, host))
+        for order in ("bgr", "rgb"):
+            out = kernels.poisoned(host.shape[:-1], dtype)
+            assert cupyprep.to_gray(arg, order=order, out=out) is out
+            assert_gray(kernels.get(out), each_image(lambda i: cv2_gray(i, order), host))
 
 
 def test_kernel_cv2compat_photo(kernels):

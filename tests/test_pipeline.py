@@ -66,6 +66,7 @@ def test_nhwc_array_source_and_torch_cpu_output():
     frames = np.stack(frames_of(6))
     got = collect(Loader(frames, SIZE, batch_size=3, device="cpu", output="torch", dtype="float16"))
     ref = expected_batches(list(frames), 3, dtype="float16")
+    assert len(got) == len(ref) == 2
     for (batch, _), r in zip(got, ref):
         assert isinstance(batch, torch.Tensor) and batch.device.type == "cpu"
         np.testing.assert_array_equal(batch.numpy(), r)
@@ -74,7 +75,9 @@ def test_nhwc_array_source_and_torch_cpu_output():
 def test_ragged_frames_take_the_list_path():
     frames = ragged_frames(7)
     got = collect(Loader(frames, SIZE, batch_size=3, device="cpu", layout="NHWC"))
-    for (batch, meta), ref, start in zip(got, expected_batches(frames, 3, layout="NHWC"), range(0, 7, 3)):
+    want = expected_batches(frames, 3, layout="NHWC")
+    assert len(got) == len(want) == 3
+    for (batch, meta), ref, start in zip(got, want, range(0, 7, 3)):
         np.testing.assert_array_equal(batch, ref)
         np.testing.assert_array_equal(meta.orig_size, [f.shape[:2] for f in frames[start:start + 3]])
 
@@ -90,7 +93,9 @@ def test_file_paths_decoded_in_the_pool(tmp_path, ext):
         paths.append(p)
     got = collect(Loader(paths, SIZE, batch_size=2, device="cpu", workers=3))
     decoded = [cv2.imread(str(p), cv2.IMREAD_COLOR) for p in paths]
-    for (batch, meta), ref, start in zip(got, expected_batches(decoded, 2), range(0, 5, 2)):
+    want = expected_batches(decoded, 2)
+    assert len(got) == len(want) == 3
+    for (batch, meta), ref, start in zip(got, want, range(0, 5, 2)):
         np.testing.assert_array_equal(batch, ref)
         assert meta.items == tuple(str(p) for p in paths[start:start + 2])
 
@@ -99,9 +104,11 @@ def test_encoded_bytes_and_a_decode_function():
     frames = frames_of(3)
     blobs = [cv2.imencode(".png", f)[1].tobytes() for f in frames]
     got = collect(Loader(blobs, SIZE, batch_size=3, device="cpu"))
+    assert len(got) == 1
     np.testing.assert_array_equal(got[0][0], expected_batches(frames, 3)[0])
     # a decode function sees each element and may return (image, target)
     got = collect(Loader(range(3), SIZE, batch_size=3, device="cpu", decode=lambda i: (frames[i], f"label{i}")))
+    assert len(got) == 1
     np.testing.assert_array_equal(got[0][0], expected_batches(frames, 3)[0])
     assert got[0][1].targets == ("label0", "label1", "label2")
 
@@ -150,16 +157,20 @@ def test_torch_datasets():
 
     ds = Photos()
     got = collect(Loader(ds, SIZE, batch_size=2, device="cpu", workers=2))
-    for (batch, meta), ref, start in zip(got, expected_batches(frames, 2), range(0, 5, 2)):
+    want = expected_batches(frames, 2)
+    assert len(got) == len(want) == 3
+    for (batch, meta), ref, start in zip(got, want, range(0, 5, 2)):
         np.testing.assert_array_equal(batch, ref)
         assert meta.targets == tuple(i * 10 for i in range(start, min(start + 2, 5)))
-    assert all(name.startswith("cupyprep-decode") for name in ds.threads)  # __getitem__ in the pool
+    # __getitem__ ran on this very dataset object, and only in the pool
+    assert ds.threads and all(name.startswith("cupyprep-decode") for name in ds.threads)
 
     class Stream(torch.utils.data.IterableDataset):
         def __iter__(self):
             return iter({"image": f, "id": i} for i, f in enumerate(frames))
 
     got = collect(Loader(Stream(), SIZE, batch_size=5, device="cpu"))
+    assert len(got) == 1
     np.testing.assert_array_equal(got[0][0], expected_batches(frames, 5)[0])
     assert got[0][1].targets[3] == {"id": 3}
 
@@ -202,6 +213,39 @@ def test_exception_arguments():
         Loader("frame.png", SIZE, device="cpu")
     with pytest.raises(TypeError, match="size"):
         Loader(frames, 64, device="cpu")
+
+
+def length(loader):
+    with loader:
+        return len(loader)
+
+
+@pytest.mark.parametrize(
+    "call, exc, words",
+    [
+        (lambda: Loader(frames_of(2), SIZE, device="cpu", prefetch=0), ValueError,
+         ["prefetch", "positive int", "got 0"]),
+        (lambda: Loader(frames_of(2), SIZE, device="cpu", prefetch=-3), ValueError,
+         ["prefetch", "positive int", "got -3"]),
+        (lambda: Loader(frames_of(2), SIZE, device="cpu", workers=0), ValueError,
+         ["workers", "positive int", "got 0"]),
+        (lambda: Loader(frames_of(2), SIZE, device="cpu", workers=1.5), ValueError,
+         ["workers", "positive int", "got 1.5"]),
+        (lambda: Loader(frames_of(2), SIZE, device="cpu", copy_threads=-1), ValueError,
+         ["copy_threads", "positive int", "got -1"]),
+        (lambda: Loader(frames_of(2), SIZE, device="cpu", decode="cv2.imread"), TypeError,
+         ["decode", "a callable", "builtins.str"]),
+        (lambda: collect(Loader([b"not an image"], SIZE, device="cpu")), ValueError,
+         ["source element 0", "could not decode 12 bytes as an image"]),
+        (lambda: length(Loader(iter(frames_of(2)), SIZE, device="cpu")), TypeError,
+         ["len(Loader)", "a source with a length", "builtins.list_iterator"]),
+    ],
+)
+def test_bad_arguments_name_the_argument(call, exc, words):
+    with pytest.raises(exc) as info:
+        call()
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
 
 
 # --- errors raised in the consumer ------------------------------------------------------------
@@ -358,6 +402,7 @@ def test_gpu_ragged_batches_equal_preprocess():
     frames = ragged_frames(17, seed=3) + [photo("coffee")]
     got = collect(Loader(frames, SIZE, batch_size=6, device="cuda", output="torch", layout="NHWC",
                          dtype="float16"))
+    assert len(got) == 3  # 18 frames in batches of 6
     for i, (batch, _) in enumerate(got):
         ref, _ = cupyprep.preprocess([torch.from_numpy(f).cuda() for f in frames[6 * i:6 * i + 6]], SIZE,
                                      layout="NHWC", dtype="float16")
@@ -398,6 +443,7 @@ def test_gpu_page_locked_frames_are_sent_directly(pinned):
         assert len(seen) == len(frames) and all(seen)
     else:  # each batch starts with a pageable frame, so every batch is staged
         assert seen and not any(seen)
+    assert len(got) == len(frames) // 4
     for i, (batch, _) in enumerate(got):
         ref, _ = cupyprep.preprocess([torch.from_numpy(f).cuda() for f in frames[4 * i:4 * i + 4]], SIZE)
         np.testing.assert_array_equal(batch.cpu().numpy(), ref.cpu().numpy())

@@ -11,6 +11,7 @@ import cupyprep
 from conftest import assert_close, photo, random_image
 from cupyprep import cpu
 from cupyprep.preprocess import plan
+from test_resize import ipp
 
 cv2 = pytest.importorskip("cv2")
 
@@ -70,6 +71,91 @@ def test_cpu_normalization_and_layout():
     np.testing.assert_array_equal(batch, ref)
     nhwc, _ = cupyprep.preprocess(img, (30, 40), mode="stretch", layout="NHWC", dtype="float16")
     assert nhwc.shape == (2, 30, 40, 3) and nhwc.dtype == np.float16
+    # the same size: no resampling; RGB * float32(1 / 255) in float32 (mean 0, std 1 leave
+    # it as it is), rounded once to float16
+    rgb = img[..., ::-1].astype(np.float32)
+    np.testing.assert_array_equal(nhwc, (rgb * np.float32(1 / 255)).astype(np.float16))
+
+
+def torchvision_center_crop(img, size, resize_size, interpolation, pad):
+    """torchvision's ``Resize(resize_size)`` then ``CenterCrop(size)`` written out from its
+    documentation, with cv2.resize for the resize: the shorter side to ``resize_size``, the
+    longer to ``int(resize_size * long / short)``; then per axis a side ``n`` longer than
+    the crop's ``S`` is cut from ``int(round((n - S) / 2.0))`` (Python's round, half to
+    even), a shorter one padded ``(S - n) // 2`` before and the rest after (torchvision
+    pads with 0, preprocess with ``pad_value``)."""
+    h0, w0 = img.shape[:2]
+    if w0 <= h0:
+        nh, nw = int(resize_size * h0 / w0), resize_size
+    else:
+        nh, nw = resize_size, int(resize_size * w0 / h0)
+    flag = {"nearest": cv2.INTER_NEAREST, "linear": cv2.INTER_LINEAR}[interpolation]
+    resized = cv2.resize(img, (nw, nh), interpolation=flag)
+
+    def span(n, S):  # (first source row / column, first canvas row / column, count)
+        return (int(round((n - S) / 2.0)), 0, S) if n >= S else (0, (S - n) // 2, n)
+
+    (sy, dy, ly), (sx, dx, lx) = span(nh, size[0]), span(nw, size[1])
+    out = np.full(tuple(size) + img.shape[2:], pad, img.dtype)
+    out[dy:dy + ly, dx:dx + lx] = resized[sy:sy + ly, sx:sx + lx]
+    return out
+
+
+# (image height, width), resize_size, crop: the resized image and the offsets
+CENTER_CROPS = [
+    ((48, 250), 24, (24, 24)),  # 24 x 125: x cut from round(50.5) = 50 (half to even)
+    ((48, 254), 24, (24, 24)),  # 24 x 127: x cut from round(51.5) = 52
+    ((250, 48), 24, (24, 24)),  # 125 x 24: y cut from 50
+    ((40, 66), 20, (24, 30)),   # 20 x 33: y padded 2 before, 2 after; x cut from round(1.5) = 2
+    ((66, 40), 20, (31, 25)),   # 33 x 20: y cut from 1; x padded 2 before, 3 after
+    ((9, 13), 12, (8, 8)),      # enlarged to 12 x 17: y cut from 2, x from round(4.5) = 4
+]
+
+
+@pytest.mark.parametrize("interpolation", ["nearest", "linear"])
+def test_cpu_center_crop_equals_torchvision_recipe(interpolation):
+    """mode="center_crop" against torchvision's Resize + CenterCrop written out
+    (torchvision_center_crop), pixel for pixel: independent of plan(), and run without
+    torchvision."""
+    rng = np.random.default_rng(17)
+    cases = CENTER_CROPS + [((400, 512), 256, (224, 224))]  # 256 x 327, cut at (16, 52)
+    for shape, resize_size, size in cases:
+        img = photo("astronaut")[:400] if shape == (400, 512) else random_image(rng, shape + (3,), np.uint8)
+        batch, _ = cupyprep.preprocess(img, size, mode="center_crop", resize_size=resize_size,
+                                       interpolation=interpolation, pad_value=(7, 8, 9), scale=1.0,
+                                       swap_rb=False, dtype="uint8", layout="NHWC")
+        ref = torchvision_center_crop(img, size, resize_size, interpolation, (7, 8, 9))
+        np.testing.assert_array_equal(batch[0], ref, err_msg=f"{shape} {resize_size} {size}")
+
+
+def test_kernel_center_crop_equals_torchvision_recipe(kernels):
+    """The fused kernel's center crop against torchvision_center_crop, for single images, a
+    list of the CENTER_CROPS images of one crop size and a batch."""
+    rng = np.random.default_rng(18)
+    for interpolation in ("nearest", "linear"):
+        batch = random_image(rng, (2, 48, 254, 3), np.uint8)
+        out = kernels.poisoned((2, 24, 24, 3), np.uint8)
+        cupyprep.preprocess(kernels.put(batch), (24, 24), mode="center_crop", interpolation=interpolation,
+                            pad_value=(7, 8, 9), scale=1.0, swap_rb=False, dtype="uint8", layout="NHWC",
+                            out=out)
+        for got, img in zip(kernels.get(out), batch):
+            np.testing.assert_array_equal(got, torchvision_center_crop(img, (24, 24), 24, interpolation, (7, 8, 9)))
+        for shape, resize_size, size in CENTER_CROPS:
+            img = random_image(rng, shape + (3,), np.uint8)
+            out = kernels.poisoned((1,) + size + (3,), np.uint8)
+            cupyprep.preprocess(kernels.put(img), size, mode="center_crop", resize_size=resize_size,
+                                interpolation=interpolation, pad_value=(7, 8, 9), scale=1.0,
+                                swap_rb=False, dtype="uint8", layout="NHWC", out=out)
+            ref = torchvision_center_crop(img, size, resize_size, interpolation, (7, 8, 9))
+            np.testing.assert_array_equal(kernels.get(out)[0], ref, err_msg=f"{shape} {resize_size} {size}")
+        square = [(shape, r) for shape, r, size in CENTER_CROPS if size == (24, 24)]
+        images = [random_image(rng, shape + (3,), np.uint8) for shape, _ in square]
+        out = kernels.poisoned((len(images), 24, 24, 3), np.uint8)
+        cupyprep.preprocess([kernels.put(i) for i in images], (24, 24), mode="center_crop", resize_size=24,
+                            interpolation=interpolation, pad_value=(7, 8, 9), scale=1.0, swap_rb=False,
+                            dtype="uint8", layout="NHWC", out=out)
+        for got, img in zip(kernels.get(out), images):
+            np.testing.assert_array_equal(got, torchvision_center_crop(img, (24, 24), 24, interpolation, (7, 8, 9)))
 
 
 def test_cpu_center_crop_equals_torchvision_when_available():
@@ -204,7 +290,39 @@ def test_cpu_meta_mapping_refuses_an_image_index_out_of_range():
         (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), mean=(1, 2)), ValueError, ["mean", "3"]),
         (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), mode="pad"), ValueError, ["mode", "letterbox"]),
         (lambda: cupyprep.preprocess([], (8, 8)), ValueError, ["images", "at least one"]),
-        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 2), np.uint8), (8, 8)), ValueError, ["images", "channels"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 2), np.uint8), (8, 8)), ValueError,
+         ["images", "expected 1, 3 or 4 channels", "got 2", "shape (1, 4, 4, 2)"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 5), np.uint8), (8, 8)), ValueError,
+         ["images", "expected 1, 3 or 4 channels", "got 5", "shape (1, 4, 4, 5)"]),
+        (lambda: cupyprep.preprocess([np.zeros((4, 4, 5), np.uint8)], (8, 8)), ValueError,
+         ["images", "expected 1, 3 or 4 channels", "got 5", "images[0] is", "shape (4, 4, 5)"]),
+        (lambda: cupyprep.preprocess([np.zeros((4, 4, 2), np.uint8)], (8, 8)), ValueError,
+         ["images", "expected 1, 3 or 4 channels", "got 2", "images[0] is", "shape (4, 4, 2)"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), interpolation="bicubic"),
+         ValueError, ["interpolation", "'cubic'", "got 'bicubic'"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), dtype="int32"), ValueError,
+         ["dtype", "'float32', 'float16', 'uint8'", "got 'int32'"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), dtype="pixels"), TypeError,
+         ["dtype", "'float32', 'float16', 'uint8'", "got 'pixels'"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), mode="center_crop",
+                                     resize_size=0), ValueError, ["resize_size", "positive int", "got 0"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), mode="center_crop",
+                                     resize_size=2.5), ValueError, ["resize_size", "positive int", "got 2.5"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), mode="center_crop",
+                                     resize_size=True), ValueError, ["resize_size", "positive int", "got True"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), std=(1, 0, 1)), ValueError,
+         ["std", "non-zero", "got (1.0, 0.0, 1.0)"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), scale="1/255"), TypeError,
+         ["scale", "a number", "got '1/255'"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), out=np.zeros((1, 3, 8, 9), np.float32)),
+         ValueError, ["out", "shape (1, 3, 8, 8) and dtype float32", "shape (1, 3, 8, 9)"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), out=np.zeros((1, 3, 8, 8), np.float16)),
+         ValueError, ["out", "shape (1, 3, 8, 8) and dtype float32", "dtype float16"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), layout="NHWC", dtype="uint8",
+                                     out=np.zeros((1, 3, 8, 8), np.uint8)),
+         ValueError, ["out", "shape (1, 8, 8, 3) and dtype uint8", "shape (1, 3, 8, 8)"]),
+        (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), out=[[0.0]]), TypeError,
+         ["out", "expected a numpy.ndarray", "builtins.list"]),
         (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), resize_size=10), ValueError, ["resize_size", "center_crop"]),
         (lambda: cupyprep.preprocess(np.zeros((1, 4, 4, 3), np.uint8), (8, 8), layout="CHW"), ValueError, ["layout"]),
         (lambda: cupyprep.preprocess([np.zeros((0, 4, 3), np.uint8)], (8, 8)), ValueError, ["images[0]", "non-empty"]),
@@ -231,7 +349,8 @@ MODES = ["letterbox", "stretch", "center_crop", "letterbox_top_left"]
 
 
 def reference(images, size, **kw):
-    """The CPU backend's answer (cv2 recipe + NumPy normalization)."""
+    """The CPU backend's answer (cv2 recipe + NumPy normalization), with OpenCV's IPP off
+    (test_resize.ipp: the kernels follow OpenCV's own arithmetic, not IPP's)."""
     opts = dict(mode="letterbox", resize_size=None, interpolation="linear", pad_value=114, mean=None,
                 std=None, scale=1 / 255, swap_rb=True, layout="NCHW", dtype="float32")
     opts.update(kw)
@@ -243,10 +362,28 @@ def reference(images, size, **kw):
     plans = np.array([plan(i.shape[0], i.shape[1], size, opts["mode"], opts["resize_size"]) for i in images])
     mean = tuple(float(v) for v in np.broadcast_to(0.0 if opts["mean"] is None else opts["mean"], (c,)))
     std = tuple(float(v) for v in np.broadcast_to(1.0 if opts["std"] is None else opts["std"], (c,)))
-    return cpu.preprocess(list(images), size, plans, opts["interpolation"],
-                          fill_values("pad_value", opts["pad_value"], c, in_dtype, in_dtype),
-                          mean, std, opts["scale"], opts["swap_rb"] and c >= 3, opts["layout"] == "NHWC",
-                          np.dtype(opts["dtype"]), c)
+    with ipp(False):
+        return cpu.preprocess(list(images), size, plans, opts["interpolation"],
+                              fill_values("pad_value", opts["pad_value"], c, in_dtype, in_dtype),
+                              mean, std, opts["scale"], opts["swap_rb"] and c >= 3,
+                              opts["layout"] == "NHWC", np.dtype(opts["dtype"]), c)
+
+
+# How far a kernel's resized pixel may be from cv2.resize's (IPP off) for the inputs that
+# check(exact=False) takes, in input units, given the largest input magnitude ``peak``. The
+# resize step follows OpenCV's float32 operation order, which OpenCV's CPU dispatch may
+# fuse into multiply-adds (see test_resize.assert_matches_opencv): the float32 results are
+# then a few float32 roundings apart, and only their rounding to the stored pixel shows.
+RESIZED_STEP = {
+    # an integer pixel: a float32 result on the other side of a .5 tie rounds 1 apart
+    np.dtype(np.uint16): lambda peak: 1.0,
+    # a float16 pixel: a float32 result on the other side of a float16 tie rounds one
+    # float16 ulp apart (np.spacing of the largest magnitude bounds every value's ulp)
+    np.dtype(np.float16): lambda peak: float(np.spacing(np.float16(peak))),
+    # a float32 pixel: a few float32 roundings of a weighted mean, whose magnitude linear
+    # and area keep within the input's: 4 float32 ulps of the largest magnitude
+    np.dtype(np.float32): lambda peak: 4 * float(np.spacing(np.float32(peak))),
+}
 
 
 def check(kernels, images, size, exact=True, **kw):
@@ -259,13 +396,24 @@ def check(kernels, images, size, exact=True, **kw):
     if exact:
         np.testing.assert_array_equal(got, ref)
     else:
-        # float / uint16 inputs: the resize step follows OpenCV's float order, which OpenCV's
-        # CPU dispatch may fuse (see test_resize.assert_matches_opencv): one stored-pixel
-        # rounding step apart, carried through scale / std
-        std = kw.get("std") or 1.0
-        step = kw.get("scale", 1 / 255) / np.min(std) * (1 if images[0].dtype == np.uint16 else 1e-3)
-        assert_close(got, ref, atol=step + 1e-3, reason="OpenCV's CPU-dependent float rounding, scaled")
+        # RESIZED_STEP carried through the normalization (times scale / std), plus one
+        # rounding of the output, which can land either side for the two results: an integer
+        # step, or one ulp of the largest normalized pixel, (peak * scale + |mean|) / std
+        in_dtype = np.dtype(images.dtype if isinstance(images, np.ndarray) else images[0].dtype)
+        peak = max([float(np.abs(i.astype(np.float64)).max()) for i in images if i.size] or [0.0])
+        scale, std = kw.get("scale", 1 / 255), float(np.min(kw.get("std") or 1.0))
+        mean = float(np.max(np.abs(kw.get("mean") or 0.0)))
+        step = RESIZED_STEP[in_dtype](peak) * scale / std
+        top = (peak * scale + mean) / std
+        out_step = 1.0 if ref.dtype.kind == "u" else float(np.spacing(ref.dtype.type(top)))
+        assert_close(got, ref, atol=step + out_step, reason="OpenCV's CPU-dependent float "
+                     "rounding of a resized pixel (RESIZED_STEP), scaled")
     return got
+
+
+def template_args(expr):
+    """The template arguments of a kernel name expression, as strings."""
+    return expr[expr.index("<") + 1:expr.rindex(">")].split(", ")
 
 
 def ragged_images(rng, dtype, big):
@@ -275,14 +423,35 @@ def ragged_images(rng, dtype, big):
     return [random_image(rng, s + (3,), dtype) for s in shapes]
 
 
+# uint8 cubic is OpenCV's fixed point (weights taken from its plain float code, integer sums,
+# no CPU-dispatched float arithmetic): with IPP off (reference()) the kernels give its bits,
+# under the emulator and on an H200
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("interpolation", ["nearest", "linear"])
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
 def test_kernel_ragged_uint8(kernels, mode, interpolation):
     rng = np.random.default_rng(3)
     images = ragged_images(rng, np.uint8, kernels.name == "gpu")
     for layout in ("NCHW", "NHWC"):
         check(kernels, images, (24, 40), mode=mode, interpolation=interpolation, layout=layout,
               mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_kernel_cubic_uniform_batches(kernels, launched, mode):
+    """interpolation="cubic" on uniform batches (one geometry: shrunk, enlarged, and 1, 3
+    and 4 channels) runs the fused cubic kernel and equals the CPU recipe (cv2.resize with
+    INTER_CUBIC, IPP off, then the normalization), also as NHWC uint8 at scale 1 (the
+    resized pixels themselves)."""
+    rng = np.random.default_rng(16)
+    for shape in [(3, 27, 35, 3), (2, 9, 13, 3), (2, 30, 41, 1), (2, 17, 23, 4)]:
+        batch = random_image(rng, shape, np.uint8)
+        check(kernels, batch, (20, 24), mode=mode, interpolation="cubic")
+        check(kernels, batch, (20, 24), mode=mode, interpolation="cubic", layout="NHWC",
+              dtype="uint8", scale=1.0, swap_rb=False)
+    check(kernels, np.zeros((0, 27, 35, 3), np.uint8), (20, 24), mode=mode, interpolation="cubic")
+    # <in, out, channels, dense, ragged, nhwc, columns per thread>: the uniform form
+    assert launched and all(f == "preprocess.cu" and e.startswith("cupyprep_preprocess_cubic<")
+                            and template_args(e)[4] == "false" for f, e in launched)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -395,7 +564,7 @@ def word_path_images(kernels, rng, channels):
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])
-def test_kernel_linear_uint8_word_path(kernels, channels):
+def test_kernel_linear_uint8_word_path(kernels, launched, channels):
     """uint8 linear on dense images reads each tap row as aligned 32-bit words and blends
     packed bytes (the path W1 and W2 take): equal to the CPU recipe (cv2.resize, then the
     normalization) for every image of word_path_images, as a list and as uniform batches,
@@ -421,6 +590,13 @@ def test_kernel_linear_uint8_word_path(kernels, channels):
         batch = batch.reshape(batch.shape[:3] + (channels,))  # NHWC, also for one channel
         check(kernels, batch, (10, 12), mode="stretch")
         check(kernels, batch, (9, 11), mode="letterbox", dtype="float16")
+    # every launch (4 + 1 of the list, 6 of the batches) was the dense uint8 linear variant,
+    # the one that holds the word path: <in, out, channels, dense, ragged, nhwc, columns>
+    assert len(launched) == 4 + 1 + 6
+    for f, e in launched:
+        args = template_args(e)
+        assert f == "preprocess.cu" and e.startswith("cupyprep_preprocess_linear<"), e
+        assert args[0] == "unsigned char" and args[2] == str(channels) and args[3] == "true", e
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])

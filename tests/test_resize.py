@@ -113,7 +113,15 @@ def test_cpu_out_argument():
         (dict(img=[[1, 2], [3, 4]]), TypeError, ["img", "list"]),
         (dict(layout="WHC"), ValueError, ["layout", "WHC"]),
         (dict(layout="NHWC"), ValueError, ["img", "NHWC"]),
-        (dict(out=np.zeros((3, 3, 3), np.uint8)), ValueError, ["out", "shape"]),
+        (dict(out=np.zeros((3, 3, 3), np.uint8)), ValueError,
+         ["out", "shape (4, 4, 3) and dtype uint8", "shape (3, 3, 3)"]),
+        (dict(out=np.zeros((4, 4, 3), np.float32)), ValueError,
+         ["out", "shape (4, 4, 3) and dtype uint8", "dtype float32"]),
+        (dict(out=np.zeros((4, 4, 3), np.uint16)), ValueError,
+         ["out", "shape (4, 4, 3) and dtype uint8", "dtype uint16"]),
+        (dict(img=np.zeros((2, 6, 6), np.float16), layout="CHW", out=np.zeros((2, 4, 4), np.float32)),
+         ValueError, ["out", "shape (2, 4, 4) and dtype float16", "dtype float32"]),
+        (dict(out=[[0]]), TypeError, ["out", "expected a numpy.ndarray", "builtins.list"]),
     ],
 )
 def test_bad_input(kwargs, exc, words):
@@ -159,15 +167,25 @@ def assert_matches_opencv(got, ref, mode):
     CPU (SSE, AVX2 with FMA, AVX-512): the kernels follow its unfused operation order, which
     is bit-exact against OpenCV on a CPU where that order runs (seen on CI's machine: 0
     mismatches), and where OpenCV's dispatch fuses multiply-adds results move by float32
-    rounding, so integers may differ by 1 and floats by a few ulp of the value."""
+    rounding, so integers may differ by 1, float32 by a few ulp of the value, and float16
+    (OpenCV's float32 resize rounded once) by one float16 ulp of the value: float32 results
+    a few float32 ulps apart round to the same float16 or to neighbouring ones."""
     if mode == "nearest" or (mode == "linear" and got.dtype == np.uint8):
         np.testing.assert_array_equal(got, ref)
     elif got.dtype.kind == "u":
         assert_close(got, ref, atol=1, reason="OpenCV's CPU-dependent float rounding (docstring)")
+    elif got.dtype == np.float16:
+        assert got.shape == ref.shape, (got.shape, ref.shape)
+        assert not np.isnan(got).any(), "NaN in the result (an element the kernel did not write?)"
+        # one float16 ulp of each reference value (np.spacing of a float16 is its ulp)
+        ulp = np.spacing(np.abs(ref.astype(np.float16))).astype(np.float64)
+        far = np.abs(got.astype(np.float64) - ref.astype(np.float64)) > ulp
+        assert not far.any(), (f"{far.sum()} elements more than one float16 ulp apart, the first "
+                               f"at {tuple(np.argwhere(far)[0])}: {got[far][0]} vs {ref[far][0]}")
     else:
         scale = max(1.0, float(np.abs(ref.astype(np.float64)).max()) if ref.size else 1.0)
-        ulps = 4 * (2.0 ** -23 if got.dtype == np.float32 else 2.0 ** -10)
-        assert_close(got, ref, atol=ulps * scale, reason="OpenCV's CPU-dependent float rounding (docstring)")
+        assert_close(got, ref, atol=4 * 2.0 ** -23 * scale,
+                     reason="OpenCV's CPU-dependent float rounding (docstring)")
 
 
 @pytest.mark.parametrize("mode", KERNEL_MODES)
@@ -246,23 +264,49 @@ def test_gpu_float_matches_default_cv2_within_tolerance():
 
 
 @pytest.mark.gpu
-def test_gpu_torch_zero_copy(torch_cuda):
+def test_gpu_torch_zero_copy(torch_cuda, monkeypatch):
+    """torch tensors cross without a copy: the kernel reads the input tensor's own memory
+    (a strided view's too, at its offset and strides) and writes ``out``'s."""
+    from cupyprep import _kernels
+
     torch = torch_cuda
+    launches = []  # (file, source array, destination array) of every kernel launch
+    get_function = _kernels.get_function
+
+    def spy(filename, expr):
+        fn = get_function(filename, expr)
+
+        def launch(grid, block, args, *rest, **kw):
+            launches.append((filename, args[0], args[1]))
+            return fn(grid, block, args, *rest, **kw)
+
+        return launch
+
+    monkeypatch.setattr(_kernels, "get_function", spy)
     img = random_image(np.random.default_rng(8), (2, 40, 50, 3), np.uint8)
     t = torch.from_numpy(img).cuda()
     out = torch.full((2, 20, 25, 3), 7, dtype=torch.uint8, device="cuda")
     res = cupyprep.resize(t, (20, 25), out=out)
-    assert res is out and res.data_ptr() == out.data_ptr()
+    assert res is out
+    assert [f for f, _, _ in launches] == ["resize.cu"]
+    _, src, dst = launches.pop()
+    assert src.data.ptr == t.data_ptr() and dst.data.ptr == out.data_ptr()
     fresh = cupyprep.resize(t, (20, 25))
     assert isinstance(fresh, torch.Tensor) and fresh.is_cuda
+    assert [f for f, _, _ in launches] == ["resize.cu"]
+    _, src, dst = launches.pop()
+    assert src.data.ptr == t.data_ptr() and dst.data.ptr == fresh.data_ptr()
     ref = np.stack([cv2_resize(i, (20, 25), "linear") for i in img])
     np.testing.assert_array_equal(fresh.cpu().numpy(), ref)
     np.testing.assert_array_equal(res.cpu().numpy(), ref)
-    # inputs cross without a copy: the kernel reads the tensor's own memory
-    import cupy
-
-    view = cupy.from_dlpack(t)
-    assert view.data.ptr == t.data_ptr()
+    view = t[:, 3::2, 1::3]  # an offset, every other row, every third column
+    got = cupyprep.resize(view, (11, 13))
+    assert [f for f, _, _ in launches] == ["resize.cu"]
+    _, src, _ = launches.pop()
+    assert src.data.ptr == view.data_ptr()
+    assert src.strides == tuple(s * view.element_size() for s in view.stride())
+    ref = np.stack([cv2_resize(np.ascontiguousarray(i), (11, 13), "linear") for i in img[:, 3::2, 1::3]])
+    np.testing.assert_array_equal(got.cpu().numpy(), ref)
 
 
 # --- cubic and area: each of OpenCV's algorithms, and the edges ----------------------------
