@@ -531,6 +531,12 @@ def _warp_expr(op, kernel, dtype, cn, dense=False, pixels=1, listed=False):
     return f"cupyprep_warp_{op}_{kernel}<{C_TYPES[np.dtype(dtype)]}, {cn}>"
 
 
+def _staged_expr(cn, listed, blocks=None):
+    blocks = _STAGED_BLOCKS if blocks is None else blocks
+    return (f"cupyprep_warp_affine_linear_staged<unsigned char, {cn}, "
+            f"{'true' if listed else 'false'}, {blocks}>")
+
+
 def _warp_kernel(interpolation, cn):
     """Which of OpenCV's implementations a warp takes: its float kernels for nearest and
     linear on 1, 3 and 4 channels and for cubic; its fixed-point remap for 2 channels."""
@@ -552,7 +558,8 @@ def _warp_variants():
              for cn in (1, 2, 3, 4) if _warp_kernel(i, cn) == i
              for px in sorted({_warp_pixels(i, d, cn, b) for b in BORDER_MODES})
              for listed in (False, True)]
-    return generic + dense + [_RANDOM_AFFINE_KERNEL, _SIMILARITY_KERNEL]
+    staged = [_staged_expr(cn, listed) for cn in _STAGED_CHANNELS for listed in (False, True)]
+    return generic + dense + staged + [_RANDOM_AFFINE_KERNEL, _SIMILARITY_KERNEL]
 
 
 _kernels.register_variants("warp", "warp.cu", _warp_variants)
@@ -780,6 +787,17 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
             # kernel then knows those strides at compile time and moves words)
             dense = (_WARP_DENSE and kernel in _FLOAT_WARP_KERNELS and src_dense
                      and _is_dense((d_x, d_c), c))
+            if (_WARP_STAGED and dense and not perspective and kernel == "linear"
+                    and dtype == np.uint8 and c in _STAGED_CHANNELS and border_mode == "constant"
+                    and _staged_aligned(arrays, uniform)):
+                fn = _kernels.get_function("warp.cu", _staged_expr(c, not uniform))
+                tile = _STAGED_TILE
+                grid = (min((dw + tile - 1) // tile, 65535), min((dh + tile - 1) // tile, 65535),
+                        min(n_out, 65535))
+                fn(grid, (_STAGED_THREADS, 1, 1), tables + (
+                    index, mats, i64(mat_step), mat_value, dst, i32(dh), i32(dw), i64(d_n), i64(d_y),
+                    i64(d_x), i64(d_c), i32(0), *bv, i32(body_end), None, None, i32(n_out), i32(0)))
+                return native
             pixels = _warp_pixels(kernel, dtype, c, border_mode) if dense else 1
             thread_rows = _warp_rows(kernel, pixels) if dense else _WARP_ROWS_PER_THREAD
             fn = _kernels.get_function("warp.cu", _warp_expr(
@@ -791,6 +809,34 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
                 i64(d_c), i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab,
                 i32(n_out), i32(thread_rows)), block_x=block_x, block_y=BLOCK_3D // block_x)
         return native
+
+
+# uint8 linear affine warps of 3 or 4 channels with a constant border (W5's kind) take
+# warp.cu's staged kernel where every source's first byte and row stride are multiples of 4
+# (its copy of a tile's source box reads aligned words): a block of _STAGED_THREADS makes a
+# _STAGED_TILE-square output tile from the tile's source pixels, copied once into shared
+# memory. Same results as the dense kernel, bit for bit (benchmarks/NOTES.md, "The tile's
+# source box in shared memory, as a kernel"). False: the dense kernels take them.
+_WARP_STAGED = True
+_STAGED_CHANNELS = (3, 4)
+_STAGED_TILE = 64
+_STAGED_THREADS = 256
+# the kernel's launch bound, blocks an SM: 4 (64 registers, a box of up to 47.5 KB) ran W5 at
+# 0.0805 ms, 5 (48 registers with spills, 44 KB) at 0.0891
+_STAGED_BLOCKS = 4
+
+
+def _staged_aligned(arrays, uniform):
+    """Whether the staged kernel's word reads are aligned in every source image."""
+    def address(a):  # NumPy under the emulator
+        return a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr
+
+    if uniform:
+        st = _arrays.element_strides(arrays, "img")
+        steps = st[:2] if arrays.ndim == 4 else st[:1]
+        return address(arrays) % 4 == 0 and all(v % 4 == 0 for v in steps)
+    return all(address(a) % 4 == 0 and _arrays.element_strides(a, "img")[0] % 4 == 0
+               for a in arrays)
 
 
 # Output rows one warp thread makes (its image's setup is done once for them).

@@ -1298,6 +1298,464 @@ CUPYPREP_WARP_FLOAT_KERNEL(perspective, true, cubic, warp_cubic, cubic_first, fa
 CUPYPREP_WARP_KERNEL(perspective, true, nearest_fixed, (warp_nearest_fixed<T, CN, P>(it, d_c, border, bval, block_w)))
 CUPYPREP_WARP_KERNEL(perspective, true, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab, block_w)))
 
+// --- uint8 linear affine warps, constant border: the tile's source box in shared memory ---
+// cupyprep_warp_affine_linear_staged<T = uint8, CN, LIST, BLOCKS> (CN 3 or 4; dense sources whose
+// first byte and row stride are multiples of 4, in every source of a list; dense outputs).
+// A block of kStagedThreads makes a kStagedTile-square output tile. Its taps lie in a box of
+// source pixels bounded from the tile's corners (below); the block copies that box into
+// shared memory once, a pixel a 32-bit word (its CN bytes, then garbage for 3 channels),
+// with the border value in every word outside the image, and then makes each output pixel
+// from four words there with warp_linear's arithmetic (blend_biased), whatever its taps:
+// inside, across the border or wholly outside, all the same instructions. A tile whose box
+// lies wholly outside the image is the border value; one whose box does not fit the buffer
+// (a zoom-out) is made as four tiles of half the side, and a half tile that does not fit
+// either (or copies far more than it reads, or whose coordinates are not finite) pixel by
+// pixel as the dense kernel makes them (staged_direct).
+//
+// The box: every pixel's float coordinate (either of OpenCV's formulas, body or tail) lies
+// within 3 units in the last place of |m0 x| + |m1 y| + |m2| (three roundings) of the exact
+// m0 x + m1 y + m2 of the float matrix, which is affine, so its extremes over the tile are
+// at the corners; staged_box takes those, widened by a margin of that sum, floors them, and
+// adds the second tap's column and row. Its columns start on a multiple of kStagedGroup
+// (the copy's unit). Coordinates inside a box that meets the image are below 2^21 in size,
+// where s + 1.5 * 2^23 rounded down is exactly 1.5 * 2^23 + floor(s), so the floor and the
+// tap's word come from that sum's bit pattern, as in the dense fast path.
+namespace {
+
+constexpr int kStagedThreads = 256, kStagedWarps = kStagedThreads / 32;
+constexpr int kStagedTile = 64, kStagedHalf = kStagedTile / 2;
+// The box's words, for BLOCKS blocks of the kernel an SM (its template parameter, the
+// launch bound): 44 KB for 5 (a 64-square tile's box at 45 degrees and scale 0.9: 101 rows
+// of 108 words), 47.5 KB for 4. The emulator's index check takes the larger.
+__host__ __device__ constexpr int staged_words(int blocks) { return blocks >= 5 ? 11264 : 12160; }
+constexpr int kStagedWords = staged_words(4);
+constexpr int kStagedGroup = 4;  // pixels the copy moves at a time (3 or 4 words)
+// A half tile is staged only where its box has at most this many words a pixel (a zoom-out
+// copies more than it reads; a whole tile's box has at most 3 where it fits):
+// staged_direct makes it otherwise.
+constexpr int kStagedRatio = 3;
+constexpr unsigned kFloorBits = kRoundBits;  // 1.5 * 2^23, kRound
+
+// What a block does with a tile: stage its box, fill it with the border value, or split it.
+enum { STAGE = 0, FILL = 1, SPLIT = 2 };
+
+struct StagedBox {
+    int x0, y0;   // source pixel of the box's first word (x0 a multiple of kStagedGroup)
+    int groups;   // kStagedGroup-pixel groups a row
+    int rows;
+    int pitch;    // words from one row to the next: a multiple of 4, not of 8 (below)
+    int action;
+    // 0x4B000000, the exponent byte of 2^23 that makes a byte b the float 2^23 + b: read
+    // from here, it stays in a register, and each byte's __byte_perm keeps its selector as
+    // an immediate (as a constant, the compiler made it the immediate and moved the three
+    // selectors into registers for every pixel)
+    unsigned exponent;
+};
+
+struct StagedImage {
+    const unsigned char* img;
+    int h, w;
+    cp::i64 s_y;
+};
+
+// The box of output pixels [x0, x1] x [y0, y1] (inclusive) under the float matrix m (see
+// above; the corners' m0 x + m1 y + m2 are worked out in float32 too, within another 4
+// units in the last place of the sum, so the margin is 2^-18 of it, 8 times the two
+// bounds together). `words`: the most a box may take.
+__device__ __forceinline__ StagedBox staged_box(const float (&m)[6], int x0, int y0, int x1,
+                                                int y1, int sw, int sh, int words) {
+    float lo[2], hi[2], e[2];
+    bool finite = true;
+#pragma unroll
+    for (int a = 0; a < 2; ++a) {
+        const float* r = m + 3 * a;
+        const float p0 = __fmul_rn(r[0], (float)x0), p1 = __fmul_rn(r[0], (float)x1);
+        const float q0 = __fmul_rn(r[1], (float)y0), q1 = __fmul_rn(r[1], (float)y1);
+        const float v00 = __fadd_rn(__fadd_rn(p0, q0), r[2]), v10 = __fadd_rn(__fadd_rn(p1, q0), r[2]);
+        const float v01 = __fadd_rn(__fadd_rn(p0, q1), r[2]), v11 = __fadd_rn(__fadd_rn(p1, q1), r[2]);
+        lo[a] = fminf(fminf(v00, v10), fminf(v01, v11));
+        hi[a] = fmaxf(fmaxf(v00, v10), fmaxf(v01, v11));
+        const float sum = fmaxf(fabsf(p0), fabsf(p1)) + fmaxf(fabsf(q0), fabsf(q1)) + fabsf(r[2]);
+        // fminf / fmaxf drop a NaN: test each corner (an infinity fails this too)
+        finite = finite && fabsf(v00) < 1e30f && fabsf(v10) < 1e30f && fabsf(v01) < 1e30f &&
+                 fabsf(v11) < 1e30f && sum < 1e30f;
+        e[a] = sum * 0x1p-18f;
+    }
+    StagedBox b{0, 0, 0, 0, 4, SPLIT, kTwo23Bits};
+    if (!finite) return b;  // split, then made by staged_direct, which tames them
+#pragma unroll
+    for (int a = 0; a < 2; ++a) {
+        lo[a] = floorf(lo[a] - e[a]);
+        hi[a] = floorf(hi[a] + e[a]) + 1.f;  // the second tap
+    }
+    // every tap outside the image
+    if (hi[0] < 0.f || lo[0] >= (float)sw || hi[1] < 0.f || lo[1] >= (float)sh) {
+        b.action = FILL;
+        return b;
+    }
+    const float lim = 2097152.f;  // 2^21
+    if (!(lo[0] > -lim && hi[0] < lim && lo[1] > -lim && hi[1] < lim)) return b;
+    b.x0 = (int)lo[0] & ~(kStagedGroup - 1);
+    b.y0 = (int)lo[1];
+    b.groups = ((int)hi[0] - b.x0) / kStagedGroup + 1;
+    b.rows = (int)hi[1] - b.y0 + 1;
+    b.pitch = kStagedGroup * (b.groups | 1);  // 4 times an odd number
+    if (b.pitch * b.rows <= words) b.action = STAGE;
+    return b;
+}
+
+// Output image n's source.
+template <bool LIST>
+__device__ __forceinline__ StagedImage staged_image(int n, const unsigned char* src,
+                                                    const cp::RaggedImage* src_table,
+                                                    const cp::RaggedImage* src_list, int sh,
+                                                    int sw, cp::i64 s_n, cp::i64 s_y,
+                                                    const int* src_index) {
+    const cp::i64 k = src_index ? (cp::i64)src_index[n] : n;
+    if (LIST) {
+        const cp::RaggedImage& r = src_table ? src_table[k] : src_list[k];
+        return {reinterpret_cast<const unsigned char*>(r.ptr), r.h, r.w, r.s_y};
+    }
+    return {src + k * s_n, sh, sw, s_y};
+}
+
+// Pixel x of a source row as one word (its CN bytes at the bottom) or the border word.
+template <int CN>
+__device__ __forceinline__ unsigned staged_pixel(const unsigned char* row, bool row_in, int x,
+                                                 int w, unsigned fill) {
+    if (!row_in || (unsigned)x >= (unsigned)w) return fill;
+    const unsigned char* p = row + (cp::i64)x * CN;
+    unsigned v = 0;
+#pragma unroll
+    for (int c = 0; c < CN; ++c) v |= (unsigned)__ldg(p + c) << (8 * c);
+    return v;
+}
+
+// The block copies box b of image s into `box`: its rows' groups of 4 pixels one after
+// another across the block's threads, so a warp's 16-byte stores are adjacent. A group
+// inside the image comes as the CN aligned words that hold it, one outside as the border
+// word, one across the image's edge pixel by pixel. The pitch, 4 words times an odd
+// number, keeps the stores aligned and puts vertically adjacent taps in different banks
+// (a bank model of W5's gathers: 2.7 wavefronts a request, 2.6 with odd pitches, which
+// would take 4-byte stores: 3.6-way conflicts in the copy).
+template <int CN>
+__device__ __forceinline__ void staged_copy(const StagedImage& s, const StagedBox& b,
+                                            unsigned* box, unsigned fill) {
+    // kBatch groups a thread at a time, all their loads issued before any is used (one
+    // group at a time, each waited for its loads in turn: 45% of W5's stall samples)
+    constexpr int kBatch = 4;
+    const int total = b.groups * b.rows;
+    int r = threadIdx.x / b.groups, g = threadIdx.x - r * b.groups;
+    // the next group's step: kStagedThreads groups on, in rows and groups
+    const int dr = kStagedThreads / b.groups, dg = kStagedThreads - dr * b.groups;
+    for (int i = threadIdx.x; i < total; i += kBatch * kStagedThreads) {
+        int ys[kBatch], xs[kBatch], at[kBatch];
+        unsigned w[kBatch][CN];
+        bool fast[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            ys[j] = b.y0 + r;
+            xs[j] = b.x0 + kStagedGroup * g;
+            at[j] = r * b.pitch + kStagedGroup * g;
+            fast[j] = i + j * kStagedThreads < total && (unsigned)ys[j] < (unsigned)s.h &&
+                      xs[j] >= 0 && xs[j] + kStagedGroup <= s.w;
+            if (fast[j]) {
+                const unsigned* q = reinterpret_cast<const unsigned*>(
+                    s.img + (cp::i64)ys[j] * s.s_y + (cp::i64)xs[j] * CN);
+#pragma unroll
+                for (int c = 0; c < CN; ++c) w[j][c] = __ldg(q + c);
+            }
+            r += dr;
+            g += dg;
+            if (g >= b.groups) g -= b.groups, ++r;
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            uint4* out = reinterpret_cast<uint4*>(box + at[j]);
+            const int y = ys[j], x = xs[j];
+            if (fast[j]) {
+                if constexpr (CN == 3)
+                    *out = make_uint4(w[j][0], __funnelshift_r(w[j][0], w[j][1], 24),
+                                      __funnelshift_r(w[j][1], w[j][2], 16), w[j][2] >> 8);
+                else
+                    *out = make_uint4(w[j][0], w[j][1], w[j][2], w[j][3]);
+            } else if (i + j * kStagedThreads < total) {
+                if ((unsigned)y >= (unsigned)s.h || x + kStagedGroup <= 0 || x >= s.w) {
+                    *out = make_uint4(fill, fill, fill, fill);
+                } else {  // across the image's left or right edge
+                    const unsigned char* row = s.img + (cp::i64)y * s.s_y;
+                    *out = make_uint4(staged_pixel<CN>(row, true, x, s.w, fill),
+                                      staged_pixel<CN>(row, true, x + 1, s.w, fill),
+                                      staged_pixel<CN>(row, true, x + 2, s.w, fill),
+                                      staged_pixel<CN>(row, true, x + 3, s.w, fill));
+                }
+            }
+        }
+    }
+}
+
+// One output pixel at source (sx, sy) from the staged box: its CN values in low bytes.
+template <int CN>
+__device__ __forceinline__ void staged_blend(const unsigned* box, unsigned bias, int pitch,
+                                             unsigned exponent, float sx, float sy,
+                                             unsigned (&v)[CN]) {
+    const float tx = __fadd_rd(sx, kRound), ty = __fadd_rd(sy, kRound);
+    const float a = __fsub_rn(sx, __fsub_rn(tx, kRound)), b = __fsub_rn(sy, __fsub_rn(ty, kRound));
+    const unsigned k = __float_as_uint(ty) * (unsigned)pitch + __float_as_uint(tx) + bias;
+#if defined(CUPYPREP_EMULATOR)
+    assert(k + (unsigned)pitch + 1u < (unsigned)kStagedWords);
+#endif
+    const unsigned* p0 = box + k;
+    const unsigned* p1 = box + (k + (unsigned)pitch);
+    const unsigned w00 = p0[0], w01 = p0[1], w10 = p1[0], w11 = p1[1];
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+        const unsigned sel = 0x7440u + c;
+        v[c] = blend_biased(a, b, __uint_as_float(__byte_perm(w00, exponent, sel)),
+                            __uint_as_float(__byte_perm(w01, exponent, sel)),
+                            __uint_as_float(__byte_perm(w10, exponent, sel)),
+                            __uint_as_float(__byte_perm(w11, exponent, sel)));
+    }
+}
+
+template <int CN>
+__device__ __forceinline__ void staged_store(unsigned char* out, bool words, const unsigned (&v)[CN]) {
+    if constexpr (CN == 4) {
+        if (words) {
+            const unsigned lo = __byte_perm(v[0], v[1], 0x0040u), hi = __byte_perm(v[2], v[3], 0x0040u);
+            *reinterpret_cast<unsigned*>(out) = __byte_perm(lo, hi, 0x5410u);
+            return;
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < CN; ++c) out[c] = (unsigned char)v[c];
+}
+
+// The block makes output pixels [ox, ox + S) x [oy, oy + S) (those inside dw x dh) from
+// box b, staged: a warp's lanes take adjacent pixels of a row (their taps then run along
+// the box, few to a bank), a thread S / 32 of a row and every kRowStep-th row. A pixel
+// whose taps all lie outside the image (a constant border's value: warp_linear's test) is
+// stored without its taps, so a warp wholly outside skips them. BODY: every pixel of the
+// tile lies in OpenCV's SIMD body.
+template <int CN, int S, bool BODY>
+__device__ __forceinline__ void staged_pixels(const unsigned* box, const StagedBox& b,
+                                              const float (&m)[6], int sw, int sh, int ox,
+                                              int oy, int dw, int dh, int body_end,
+                                              unsigned char* image_out, cp::i64 d_y, bool words,
+                                              const unsigned (&bv)[CN]) {
+    constexpr int kPer = S / 32;  // a thread's pixels in a row
+    constexpr int kRowStep = kStagedWarps;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int x0 = ox + lane, y0 = oy + warp;
+    if (x0 >= dw || y0 >= dh) return;
+    // the box's word of source pixel (ix, iy), from the bit patterns of 1.5 * 2^23 + ix / iy
+    const unsigned bias = 0u - (kFloorBits + (unsigned)b.y0) * (unsigned)b.pitch -
+                          (kFloorBits + (unsigned)b.x0);
+    const float w = (float)sw, h = (float)sh;  // exact: below 2^21 where a box is staged
+    const int y_end = min(oy + S, dh);
+    float fx[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) fx[j] = (float)(x0 + 32 * j);
+    const bool full = x0 + 32 * (kPer - 1) < dw;  // every column of the thread inside
+    float fy = (float)y0;
+    unsigned char* out = image_out + (cp::i64)y0 * d_y + (cp::i64)x0 * CN;
+    const cp::i64 out_step = (cp::i64)kRowStep * d_y;
+    for (int y = y0; y < y_end; y += kRowStep, fy += (float)kRowStep, out += out_step) {
+        const float py = __fmul_rn(fy, m[1]), qy = __fmul_rn(fy, m[4]);
+        const float rx = __fadd_rn(py, m[2]), ry = __fadd_rn(qy, m[5]);
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+            if (j == 0 || full || x0 + 32 * j < dw) {
+                float sx, sy;
+                if (BODY || x0 + 32 * j < body_end) {
+                    sx = __fmaf_rn(m[0], fx[j], rx);
+                    sy = __fmaf_rn(m[3], fx[j], ry);
+                } else {
+                    sx = __fadd_rn(__fmaf_rn(fx[j], m[0], py), m[2]);
+                    sy = __fadd_rn(__fmaf_rn(fx[j], m[3], qy), m[5]);
+                }
+                if (sx < -1.f || sx >= w || sy < -1.f || sy >= h) {
+                    staged_store<CN>(out + j * 32 * CN, words, bv);
+                } else {
+                    unsigned v[CN];
+                    staged_blend<CN>(box, bias, b.pitch, b.exponent, sx, sy, v);
+                    staged_store<CN>(out + j * 32 * CN, words, v);
+                }
+            }
+        }
+    }
+}
+
+template <int CN, int S>
+__device__ __forceinline__ void staged_fill(int ox, int oy, int dw, int dh, unsigned char* image_out,
+                                            cp::i64 d_y, bool words, const unsigned (&bv)[CN]) {
+    for (int i = threadIdx.x; i < S * S; i += kStagedThreads) {
+        const int x = ox + i % S, y = oy + i / S;
+        if (x < dw && y < dh) staged_store<CN>(image_out + (cp::i64)y * d_y + (cp::i64)x * CN, words, bv);
+    }
+}
+
+// A half tile whose box does not fit, or would copy far more than it reads (a zoom-out), or
+// whose coordinates are not finite: pixel by pixel, each reading its own taps as the dense
+// kernel does (linear_fast inside the image, the border value where every tap is outside,
+// linear_edge or warp_linear across the border).
+// Out of line, with its arguments by value (a reference would put the caller's copies in
+// local memory for the whole kernel).
+template <int CN>
+__device__ __noinline__ void staged_direct(const unsigned char* img, int sh, int sw, cp::i64 s_y,
+                                           float m0, float m1, float m2, float m3, float m4,
+                                           float m5, int ox, int oy, int dw, int dh, int body_end,
+                                           unsigned char* image_out, cp::i64 d_y, bool words,
+                                           float bv0, float bv1, float bv2, float bv3) {
+    const float m[6] = {m0, m1, m2, m3, m4, m5}, bval[4] = {bv0, bv1, bv2, bv3};
+    Item<unsigned char> it;
+    it.img = img;
+    it.h = sh;
+    it.w = sw;
+    it.s_y = s_y;
+    it.s_x = CN;
+    it.s_c = 1;
+    it.m = nullptr;
+#pragma unroll
+    for (int j = 0; j < 9; ++j) it.mf[j] = j < 6 ? m[j] : 0.f;
+    it.out = nullptr;
+    it.x = it.y = 0;
+    it.words = false;
+    const DenseU8 d = dense_u8_image<true, CN>(it);
+    unsigned char fill[CN];
+#pragma unroll
+    for (int c = 0; c < CN; ++c) fill[c] = (unsigned char)bval[c];
+    for (int i = threadIdx.x; i < kStagedHalf * kStagedHalf; i += kStagedThreads) {
+        const int x = ox + i % kStagedHalf, y = oy + i / kStagedHalf;
+        if (x >= dw || y >= dh) continue;
+        float sx, sy;
+        float_coords<false>(it.mf, x, y, x < body_end, sx, sy);
+        unsigned v[CN];
+        if (sx >= 1.f && sx < d.x_hi && sy >= 0.f && sy < d.y_hi) {
+            linear_fast<CN>(d, sx, sy, v);
+        } else if (outside_u8<true, CN>(d, sx, sy)) {
+#pragma unroll
+            for (int c = 0; c < CN; ++c) v[c] = fill[c];
+        } else if (d.x_hi == d.x_hi) {
+            linear_edge<CN, false>(it, d, x, y, CONSTANT, bval, body_end, v);
+        } else {
+            unsigned char u[CN];
+            warp_linear<unsigned char, CN, false, true>(it, x, y, CONSTANT, bval, fill, body_end, u);
+#pragma unroll
+            for (int c = 0; c < CN; ++c) v[c] = u[c];
+        }
+        staged_store<CN>(image_out + (cp::i64)y * d_y + (cp::i64)x * CN, words, v);
+    }
+}
+
+// What one block's call needs, for each part of its tile.
+template <int CN>
+struct StagedCall {
+    StagedImage s;
+    float m[6];
+    int dw, dh, body_end;
+    unsigned char* image_out;
+    cp::i64 d_y;
+    bool words;
+    float bval[4];
+    unsigned bv[CN];
+    unsigned fill;
+    unsigned* box;
+    int capacity;     // the box's words
+    StagedBox* plan;  // 4 of them: the tile's, or its quarters'
+};
+
+// The block makes the S-square part at (ox, oy) by plan b (staged or filled; SPLIT: nothing).
+// The caller's barrier made b visible; the box is free again when this returns.
+template <int CN, int S>
+__device__ __forceinline__ void staged_make(const StagedCall<CN>& k, const StagedBox& b, int ox, int oy) {
+    if (b.action == STAGE) {
+        staged_copy<CN>(k.s, b, k.box, k.fill);
+        __syncthreads();
+        if (ox + S <= k.body_end)
+            staged_pixels<CN, S, true>(k.box, b, k.m, k.s.w, k.s.h, ox, oy, k.dw, k.dh, k.body_end,
+                                       k.image_out, k.d_y, k.words, k.bv);
+        else
+            staged_pixels<CN, S, false>(k.box, b, k.m, k.s.w, k.s.h, ox, oy, k.dw, k.dh, k.body_end,
+                                        k.image_out, k.d_y, k.words, k.bv);
+        __syncthreads();  // the box is read until here
+    } else if (b.action == FILL) {
+        staged_fill<CN, S>(ox, oy, k.dw, k.dh, k.image_out, k.d_y, k.words, k.bv);
+    }
+}
+
+// The tile at (ox, oy): staged or filled whole, else as four quarters, each staged, filled
+// or made by staged_direct.
+template <int CN>
+__device__ __forceinline__ void staged_tile(const StagedCall<CN>& k, int ox, int oy) {
+    if (threadIdx.x == 0)
+        k.plan[0] = staged_box(k.m, ox, oy, min(ox + kStagedTile, k.dw) - 1,
+                               min(oy + kStagedTile, k.dh) - 1, k.s.w, k.s.h, k.capacity);
+    __syncthreads();
+    const StagedBox b = k.plan[0];
+    __syncthreads();  // read by all before the quarters' plans replace it
+    if (b.action != SPLIT) {
+        staged_make<CN, kStagedTile>(k, b, ox, oy);
+        return;
+    }
+    if (threadIdx.x < 4) {
+        const int qx = ox + (threadIdx.x & 1) * kStagedHalf, qy = oy + (threadIdx.x >> 1) * kStagedHalf;
+        StagedBox q{0, 0, 0, 0, 4, FILL, kTwo23Bits};  // a quarter past the output's end
+        if (qx < k.dw && qy < k.dh)
+            q = staged_box(k.m, qx, qy, min(qx + kStagedHalf, k.dw) - 1, min(qy + kStagedHalf, k.dh) - 1,
+                           k.s.w, k.s.h, min(k.capacity, kStagedRatio * kStagedHalf * kStagedHalf));
+        k.plan[threadIdx.x] = q;
+    }
+    __syncthreads();
+    for (int q = 0; q < 4; ++q) {
+        const int qx = ox + (q & 1) * kStagedHalf, qy = oy + (q >> 1) * kStagedHalf;
+        const StagedBox p = k.plan[q];
+        if (p.action == SPLIT)
+            staged_direct<CN>(k.s.img, k.s.h, k.s.w, k.s.s_y, k.m[0], k.m[1], k.m[2], k.m[3], k.m[4],
+                              k.m[5], qx, qy, k.dw, k.dh, k.body_end, k.image_out, k.d_y, k.words,
+                              k.bval[0], k.bval[1], k.bval[2], k.bval[3]);
+        else
+            staged_make<CN, kStagedHalf>(k, p, qx, qy);
+    }
+    __syncthreads();  // the plans are read until here
+}
+
+}  // namespace
+
+template <typename T, int CN, bool LIST, int BLOCKS>
+__global__ void __launch_bounds__(kStagedThreads, BLOCKS)
+cupyprep_warp_affine_linear_staged(CUPYPREP_WARP_PARAMS) {
+    static_assert(sizeof(T) == 1 && (CN == 3 || CN == 4), "uint8, 3 or 4 channels");
+    __shared__ __align__(16) unsigned box[staged_words(BLOCKS)];
+    __shared__ StagedBox plan[4];
+    StagedCall<CN> k;
+    k.bval[0] = bv0, k.bval[1] = bv1, k.bval[2] = bv2, k.bval[3] = bv3;
+    k.fill = 0;
+#pragma unroll
+    for (int c = 0; c < CN; ++c) {
+        k.bv[c] = (unsigned)k.bval[c];  // whole numbers in [0, 255] for uint8
+        k.fill |= k.bv[c] << (8 * c);
+    }
+    k.dw = dw, k.dh = dh, k.body_end = body_end, k.d_y = d_y;
+    k.box = box;
+    k.capacity = staged_words(BLOCKS);
+    k.plan = plan;
+    const int tiles_x = (dw + kStagedTile - 1) / kStagedTile;
+    const int tiles_y = (dh + kStagedTile - 1) / kStagedTile;
+    for (int n = blockIdx.z; n < n_out; n += gridDim.z) {
+        k.s = staged_image<LIST>(n, reinterpret_cast<const unsigned char*>(src), src_table,
+                                 src_list.v, sh, sw, s_n, s_y, src_index);
+        const double* md = mats ? mats + (cp::i64)n * mat_step : mat_value.v;
+#pragma unroll
+        for (int j = 0; j < 6; ++j) k.m[j] = (float)md[j];
+        k.image_out = reinterpret_cast<unsigned char*>(dst) + (cp::i64)n * d_n;
+        k.words = CN == 4 && (((unsigned long long)k.image_out | (unsigned long long)d_y) & 3u) == 0;
+        for (int ty = blockIdx.y; ty < tiles_y; ty += gridDim.y)
+            for (int tx = blockIdx.x; tx < tiles_x; tx += gridDim.x)
+                staged_tile<CN>(k, tx * kStagedTile, ty * kStagedTile);
+    }
+}
+
 // --- matrices made on the device: random_affine, estimate_similarity / align_faces ---
 namespace {
 

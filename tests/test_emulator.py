@@ -54,6 +54,7 @@ VARIANTS = {
     "divergent_barrier": ("faults.cu", "divergent_barrier"),
     "intrinsics": ("intrinsics.cu", "intrinsics"),
     "fadd_rz": ("intrinsics.cu", "fadd_rz"),
+    "fadd_rd": ("intrinsics.cu", "fadd_rd"),
     "f16_roundtrip": (None, "f16_roundtrip"),
 }
 
@@ -218,12 +219,9 @@ def test_intrinsics(toys):
     np.testing.assert_array_equal(dout[:2], [29.75, 0.1 * 3.0 + (0.1 + 0.2) - 2.0 + 1.0])
 
 
-def test_fadd_rz_rounds_toward_zero(toys):
-    """__fadd_rz against the exact sum (fractions): random pairs of every sign and scale,
-    sums that are exact, ties, sums at 2^23 (where the unit in the last place is 1),
-    cancellations and overflow."""
-    rng = np.random.default_rng(6)
-    n = 3000
+def directed_inputs(rng, n):
+    """Random float32 pairs of every sign and scale, sums that are exact, ties, sums at 2^23
+    (where the unit in the last place is 1), cancellations and overflow either way."""
     a = (rng.standard_normal(n) * 10.0 ** rng.integers(-8, 9, n)).astype(np.float32)
     b = (rng.standard_normal(n) * 10.0 ** rng.integers(-8, 9, n)).astype(np.float32)
     a[:500] = rng.uniform(0, 2**22, 500).astype(np.float32)
@@ -236,21 +234,49 @@ def test_fadd_rz_rounds_toward_zero(toys):
     b[705:710] = np.float32(3e38)
     a[710:720] = -np.float32(3e38)
     b[710:720] = -np.float32(3e38)
-    out = np.full(n, np.nan, np.float32)
-    toys["fadd_rz"](n // 128 + 1, 128, (a, b, out, i32(n)))
+    # sums in [2^23, 2^24) from negative fractions and 1.5 * 2^23 (floor's bias)
+    a[720:900] = rng.uniform(-2**22, 2**22, 180).astype(np.float32)
+    b[720:900] = np.float32(1.5 * 2**23)
+    return a, b
+
+
+def directed_reference(a, b, toward):
+    """The exact sums rounded toward zero ("zero") or minus infinity ("down"), overflow
+    stopping at the largest float as CUDA's directed roundings do."""
     max32 = np.finfo(np.float32).max
-    expected = np.empty(n, np.float32)
-    for i in range(n):
+    expected = np.empty(len(a), np.float32)
+    for i in range(len(a)):
         exact = Fraction(float(a[i])) + Fraction(float(b[i]))
         if abs(exact) > Fraction(float(max32)):
-            expected[i] = max32 if exact > 0 else -max32
+            if toward == "zero":
+                expected[i] = max32 if exact > 0 else -max32
+            else:
+                expected[i] = max32 if exact > 0 else -np.inf
             continue
         near = np.float32(a[i]) + np.float32(b[i])  # rounded to nearest
-        if abs(Fraction(float(near))) > abs(exact):
+        if toward == "zero" and abs(Fraction(float(near))) > abs(exact):
             near = np.nextafter(near, np.float32(0))
+        if toward == "down" and Fraction(float(near)) > exact:
+            near = np.nextafter(near, np.float32(-np.inf))
         expected[i] = near
-    np.testing.assert_array_equal(out, expected)
-    assert (out[:500] == np.floor(a[:500]) + np.float32(2**23)).all()
+    return expected
+
+
+@pytest.mark.parametrize("name, toward", [("fadd_rz", "zero"), ("fadd_rd", "down")])
+def test_directed_rounding_adds(toys, name, toward):
+    """__fadd_rz and __fadd_rd against the exact sum (fractions). Rounded toward zero, s +
+    2^23 is 2^23 + floor(s) for 0 <= s < 2^22; rounded down, s + 1.5 * 2^23 is
+    1.5 * 2^23 + floor(s) for |s| < 2^22, negative s included (the staged warp's floor)."""
+    rng = np.random.default_rng(6)
+    n = 3000
+    a, b = directed_inputs(rng, n)
+    out = np.full(n, np.nan, np.float32)
+    toys[name](n // 128 + 1, 128, (a, b, out, i32(n)))
+    np.testing.assert_array_equal(out, directed_reference(a, b, toward))
+    if toward == "zero":
+        assert (out[:500] == np.floor(a[:500]) + np.float32(2**23)).all()
+    else:
+        np.testing.assert_array_equal(out[720:900], np.floor(a[720:900]) + np.float32(1.5 * 2**23))
 
 
 # --- sanitizers --------------------------------------------------------------------------------

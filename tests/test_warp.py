@@ -847,6 +847,14 @@ def warp_variants(monkeypatch):
     return seen
 
 
+@pytest.fixture
+def dense_warps(monkeypatch):
+    """The dense kernels for every dense warp: the staged kernel (geometry._WARP_STAGED, its
+    own tests below) would otherwise take uint8 linear 3- and 4-channel warps with a
+    constant border whose sources are word-aligned."""
+    monkeypatch.setattr(G, "_WARP_STAGED", False)
+
+
 def check_batch(kernels, src, host, Ms, size, interpolation, border="constant", value=0,
                 out=None, perspective=False):
     """Warp the batch `src` (on the kernels' side; `host` is its NumPy copy) into `out` (a
@@ -869,7 +877,7 @@ def check_batch(kernels, src, host, Ms, size, interpolation, border="constant", 
 @pytest.mark.parametrize("pixels", [1, 2, 4])
 @pytest.mark.parametrize("channels", [1, 3, 4])
 @pytest.mark.parametrize("interpolation", ["nearest", "linear"])
-def test_kernel_dense_uint8_row_edges(kernels, monkeypatch, warp_variants, interpolation,
+def test_kernel_dense_uint8_row_edges(kernels, dense_warps, monkeypatch, warp_variants, interpolation,
                                       channels, pixels, block_x):
     """Tight (N, h, w, C) batches of every width 1..9 and 511 (odd heights), output widths
     1..9 and 511 as well, one matrix per image; one-row and 2-D blocks."""
@@ -888,7 +896,7 @@ def test_kernel_dense_uint8_row_edges(kernels, monkeypatch, warp_variants, inter
 
 @pytest.mark.parametrize("border", list(BORDERS))
 @pytest.mark.parametrize("channels", [1, 3, 4])
-def test_kernel_dense_unaligned_sources(kernels, warp_variants, border, channels):
+def test_kernel_dense_unaligned_sources(kernels, dense_warps, warp_variants, border, channels):
     """Sources whose rows start at every byte offset from a word: views into a flat buffer
     at offsets 1..3 (rows still dense), and windows of wider images (row strides that are
     not multiples of 4 either), each ending exactly where the buffer ends."""
@@ -978,7 +986,7 @@ def test_kernel_dense_cubic_tall(kernels, monkeypatch, warp_variants, dtype):
 
 @pytest.mark.parametrize("block_x", [16, 4])
 @pytest.mark.parametrize("channels", [1, 3, 4])
-def test_kernel_dense_uint8_tall_interiors(kernels, monkeypatch, warp_variants, channels,
+def test_kernel_dense_uint8_tall_interiors(kernels, dense_warps, monkeypatch, warp_variants, channels,
                                            block_x):
     """Outputs taller than a block's rows, so whole warps take the interior path (word
     loads of the taps, the third word only where a pixel's taps reach it) next to warps at
@@ -1008,7 +1016,7 @@ def test_kernel_dense_uint8_tall_interiors(kernels, monkeypatch, warp_variants, 
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])
-def test_kernel_dense_output_views(kernels, warp_variants, channels):
+def test_kernel_dense_output_views(kernels, dense_warps, warp_variants, channels):
     """``out=`` views: a window of a wider buffer (dense pixels, rows that start off a word:
     the kernel falls back to bytes there, and must leave the bytes around the window alone),
     and views that are not dense (reversed channels, every other pixel), which take the
@@ -1116,7 +1124,7 @@ def test_kernel_dense_other_types(kernels, warp_variants, dtype, interpolation):
 
 @pytest.mark.parametrize("dtype", [np.uint16, np.float16, np.float32])
 @pytest.mark.parametrize("channels", [1, 3, 4])
-def test_kernel_dense_other_types_output_alignments(kernels, warp_variants, dtype, channels):
+def test_kernel_dense_other_types_output_alignments(kernels, dense_warps, warp_variants, dtype, channels):
     """A dense group of pixels (4, or 1 or 2 of the widest) goes as 16- or 8-byte words
     only where its first element is aligned to the word: outputs that are windows of a
     flat buffer starting 0 to 4 elements in (so groups fall on 16, 8, 4 or 2 bytes), with
@@ -1148,7 +1156,7 @@ def test_kernel_dense_other_types_output_alignments(kernels, warp_variants, dtyp
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("channels", [1, 3, 4])
-def test_kernel_dense_source_words(kernels, warp_variants, dtype, channels):
+def test_kernel_dense_source_words(kernels, dense_warps, warp_variants, dtype, channels):
     """The dense nearest / linear variants read sources as words: 8- and 16-byte pixels (4
     channels of 2-byte elements, 4 of float32) as one aligned word where the image's start
     and row pitch allow it, a tap pair of 2-byte elements as the aligned 32-bit words that
@@ -1196,7 +1204,7 @@ def test_kernel_dense_source_words(kernels, warp_variants, dtype, channels):
 @pytest.mark.parametrize("value", [0, 255])
 @pytest.mark.parametrize("channels", [1, 3, 4])
 @pytest.mark.parametrize("interpolation", ["nearest", "linear"])
-def test_kernel_dense_uint8_halves_extremes_and_far_coordinates(kernels, warp_variants,
+def test_kernel_dense_uint8_halves_extremes_and_far_coordinates(kernels, dense_warps, warp_variants,
                                                                  interpolation, channels, value):
     """The dense uint8 interior path converts through float bit patterns (bytes under a 2^23
     exponent, floor and rint by adding 2^23 or 1.5 * 2^23, cvRound by 1.5 * 2^23). Its
@@ -1251,7 +1259,7 @@ def dense_list(kernels, rng, channels, dtype):
 @pytest.mark.parametrize("border", ["constant", "reflect101"])
 @pytest.mark.parametrize("channels", [1, 3, 4])
 @pytest.mark.parametrize("interpolation", ["nearest", "linear"])
-def test_kernel_dense_lists(kernels, warp_variants, interpolation, channels, border):
+def test_kernel_dense_lists(kernels, dense_warps, warp_variants, interpolation, channels, border):
     """A list of dense uint8 images takes the dense variant for lists (word loads per
     image, each with its own size, row stride and alignment), affine and perspective: each
     output equal to cv2 on its own source with its own matrix. A list with one image that
@@ -1283,7 +1291,7 @@ def test_kernel_dense_lists(kernels, warp_variants, interpolation, channels, bor
 
 
 @pytest.mark.parametrize("dtype", [np.uint16, np.float16, np.float32])
-def test_kernel_dense_lists_other_types(kernels, warp_variants, dtype):
+def test_kernel_dense_lists_other_types(kernels, dense_warps, warp_variants, dtype):
     """The dense list variants of the other types (compile-time strides, element loads),
     linear and nearest, 1, 3 and 4 channels; a 70-image list (records in one uploaded
     table) and align_faces picking faces from it by index."""
@@ -1314,7 +1322,7 @@ def test_kernel_dense_lists_other_types(kernels, warp_variants, dtype):
 
 @pytest.mark.parametrize("dense", [True, False])
 @pytest.mark.parametrize("border", list(BORDERS))
-def test_kernel_dense_and_generic_agree(kernels, monkeypatch, dense, border):
+def test_kernel_dense_and_generic_agree(kernels, dense_warps, monkeypatch, dense, border):
     """The same batch through the dense variant and (with the dense variants switched off)
     the generic one: both equal cv2, image by image, with every border."""
     monkeypatch.setattr(G, "_WARP_DENSE", dense)
@@ -1457,3 +1465,105 @@ def test_cv2compat_border_value_is_a_scalar_like_cv2(value):
     for src in (img, img[..., 0]):
         np.testing.assert_array_equal(cv2compat.warpAffine(src, M, (9, 8), borderValue=value),
                                       cv2.warpAffine(src, M, (9, 8), borderValue=value))
+
+
+# --- the staged kernel (geometry._WARP_STAGED: uint8 linear, 3 or 4 channels, constant) -----
+STAGED = "cupyprep_warp_affine_linear_staged<unsigned char, {c}, {listed}, " + str(G._STAGED_BLOCKS) + ">"
+
+
+def staged_matrices(rng, h, w):
+    """Source-to-destination matrices that send the staged kernel down each of its paths:
+    rotations at scales where a 64-square tile's box fits (0.9, 1.6), where its quarters'
+    do (0.5), where only sixteenths' do (0.2) and where none does (0.04: pixel by pixel), a
+    shear with a flip, a translation by fractions and one far outside (every tile filled)."""
+    mats = []
+    for scale in (0.9, 1.6, 0.5, 0.2, 0.04):
+        M = cv2.getRotationMatrix2D((w / 2 + rng.uniform(-2, 2), h / 2 + rng.uniform(-2, 2)),
+                                    rng.uniform(-180, 180), scale)
+        M[:, 2] += rng.uniform(-3, 3, 2)
+        mats.append(M)
+    mats.append(np.array([[-1.1, 0.4, w + 0.3], [0.25, 0.95, -1.7]]))
+    mats.append(np.array([[1.0, 0.0, 0.37], [0.0, 1.0, -0.61]]))
+    mats.append(np.array([[1.0, 0.0, 5.0 * w], [0.0, 1.0, 0.0]]))
+    return np.stack(mats)
+
+
+@pytest.mark.parametrize("channels", [3, 4])
+def test_kernel_staged_matches_cv2(kernels, monkeypatch, warp_variants, channels):
+    """The staged kernel equals cv2.warpAffine bit for bit: sources smaller and larger than
+    a tile (1 x 4 to 130 x 132), outputs of one pixel, of odd widths (past OpenCV's 16-pixel
+    SIMD body, where its scalar tail's formula applies) and of several tiles, every path of
+    the kernel (staged_matrices), border values 0, 9 and one per channel; outputs poisoned,
+    one matrix per image."""
+    monkeypatch.setattr(G, "_WARP_STAGED", True)
+    rng = np.random.default_rng(150 + channels)
+    shapes = [((67, 132), (70, 131)), ((130, 68), (129, 140)), ((5, 4), (9, 7)), ((1, 4), (1, 1)),
+              ((2, 8), (3, 70))]
+    for (h, w), size in shapes:
+        Ms = staged_matrices(rng, h, w)
+        host = random_image(rng, (len(Ms), h, w, channels), np.uint8)
+        for value in (0, 9, tuple(range(200, 200 + channels))):
+            check_batch(kernels, kernels.put(host), host, Ms, size, "linear", "constant", value)
+    assert set(warp_variants) == {STAGED.format(c=channels, listed="false")}
+
+
+@pytest.mark.parametrize("channels", [3, 4])
+def test_kernel_staged_lists_and_views(kernels, monkeypatch, warp_variants, channels):
+    """A list of word-aligned images of mixed sizes takes the staged kernel's list variant;
+    windows of a wider batch give cv2's results too: for 4 channels through the staged
+    kernel with word loads (rows of 52 bytes, not 16-byte multiples), for 3 channels
+    through the dense kernel (rows of 39 bytes, or a start 3 bytes in: off a word); a
+    4-channel output whose rows start off a word is written byte by byte, leaving the byte
+    before it alone."""
+    monkeypatch.setattr(G, "_WARP_STAGED", True)
+    rng = np.random.default_rng(160 + channels)
+    hosts = [random_image(rng, (h, w, channels), np.uint8) for h, w in ((40, 36), (7, 4), (90, 100))]
+    Ms = np.stack([staged_matrices(rng, *h.shape[:2])[k] for k, h in enumerate(hosts)])
+    size = (33, 75)
+    out = kernels.poisoned((len(hosts),) + size + (channels,), np.uint8)
+    got = kernels.get(G.warp_affine([kernels.put(h) for h in hosts], Ms, size, border_value=5, out=out))
+    for k, host in enumerate(hosts):
+        np.testing.assert_array_equal(got[k], cv2_warp(host, Ms[k], size, "linear", "constant", 5))
+    assert warp_variants == [STAGED.format(c=channels, listed="true")]
+    wide = random_image(rng, (3, 21, 13, channels), np.uint8)  # row strides of 13 pixels
+    Ms = staged_matrices(rng, 20, 12)[:3]
+    check_batch(kernels, kernels.put(wide)[:, 1:, :12], wide[:, 1:, :12], Ms, (22, 19), "linear")
+    check_batch(kernels, kernels.put(wide)[:, :, 1:], wide[:, :, 1:], Ms, (22, 19), "linear")
+    # 4 channels: rows of 52 bytes (words, not 16-byte multiples); 3 channels: 39, and a
+    # start 3 bytes in, both off a word
+    dense = f"cupyprep_warp_affine_linear<unsigned char, 3, true, {G._warp_pixels('linear', np.uint8, 3)}, false>"
+    expected = STAGED.format(c=channels, listed="false") if channels == 4 else dense
+    assert warp_variants[1:] == [expected, expected]
+    if channels == 4:
+        host = random_image(rng, (3, 20, 12, 4), np.uint8)
+        flat = kernels.poisoned((1 + 3 * 22 * 19 * 4,), np.uint8)
+        out = flat[1:].reshape(3, 22, 19, 4)  # rows one byte off a word
+        check_batch(kernels, kernels.put(host), host, Ms, (22, 19), "linear", out=out)
+        assert kernels.get(flat)[0] == kernels.get(kernels.poisoned((1,), np.uint8))[0]
+
+
+def test_kernel_staged_agrees_with_dense_on_any_matrix(kernels, monkeypatch, warp_variants):
+    """Device matrices are not read on the host: non-finite and huge ones reach the kernel.
+    The staged kernel gives the dense kernel's results for them (and for random ones), byte
+    for byte: tiles with a NaN, an infinity or coordinates past 2^21 go pixel by pixel."""
+    rng = np.random.default_rng(170)
+    h, w = 30, 44
+    host = random_image(rng, (8, h, w, 3), np.uint8)
+    inv = rng.uniform(-2, 2, (8, 2, 3)) + np.array([[1.0, 0, 0], [0, 1.0, 0]])
+    inv[0, 0, 1] = np.nan
+    inv[1, 1, 2] = np.inf
+    inv[2] = [[3e6, 0, 0], [0, 1, 0]]
+    inv[3] = [[1, 0, -2.5e6], [0, 1, 0]]
+    inv[4] = [[0.01, 0, 20], [0, 0.01, 10]]
+    results = {}
+    for staged in (True, False):
+        monkeypatch.setattr(G, "_WARP_STAGED", staged)
+        out = kernels.poisoned((8, 37, 71, 3), np.uint8)
+        mats = kernels.put(inv) if kernels.name == "gpu" else inv
+        if kernels.name != "gpu":  # NumPy matrices are checked for finite values: go by hand
+            monkeypatch.setattr(G, "_matrices", lambda name, m, rows, count, call: m)
+        results[staged] = kernels.get(G.warp_affine(kernels.put(host), mats, (37, 71),
+                                                    inverse_map=True, out=out))
+    np.testing.assert_array_equal(results[True], results[False])
+    assert warp_variants[0] == STAGED.format(c=3, listed="false")
+    assert warp_variants[1].startswith("cupyprep_warp_affine_linear<unsigned char, 3, true,")

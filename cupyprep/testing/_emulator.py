@@ -287,9 +287,9 @@ _UNSUPPORTED = [
     (r"\b__managed__\b", "managed memory (__managed__)"),
     (r"<<<", "kernel launches from device code (dynamic parallelism)"),
     (r"\bcuda[A-Z]\w*", "CUDA runtime API calls in device code"),
-    (r"\b__(?!fadd_rz\b)(?:fadd|fsub|fmul|fdiv|fmaf|fsqrt|frcp|frsqrt|dadd|dsub|dmul|ddiv|fma|"
+    (r"\b__(?!fadd_r[zd]\b)(?:fadd|fsub|fmul|fdiv|fmaf|fsqrt|frcp|frsqrt|dadd|dsub|dmul|ddiv|fma|"
      r"dsqrt|drcp)_r[zud]\b",
-     "directed-rounding float intrinsics (only the _rn forms and __fadd_rz are emulated)"),
+     "directed-rounding float intrinsics (only the _rn forms, __fadd_rz and __fadd_rd are emulated)"),
     (r"\b__(?:half|half2|nv_bfloat16|nv_bfloat162)\b|\b__(?:float2half|half2float)\w*",
      "cuda_fp16/cuda_bf16 types (use cp_half from common.cuh)"),
     (r"\b__(?:isGlobal|isShared|isConstant|isLocal|cvta_\w+)\b", "address-space intrinsics"),

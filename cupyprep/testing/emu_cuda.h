@@ -444,6 +444,19 @@ inline float __fadd_rz(float a, float b) {
     const float e = (a - (s - bb)) + (b - bb);
     return e != 0.0f && (e > 0.0f) != (s > 0.0f) ? std::nextafter(s, 0.0f) : s;
 }
+// Round down (toward minus infinity): the nearest sum, stepped one float down where it was
+// rounded up. An overflow toward plus infinity stops at the largest float.
+inline float __fadd_rd(float a, float b) {
+    const float s = a + b;
+    if (std::isinf(s) && std::isfinite(a) && std::isfinite(b))
+        return s > 0.0f ? std::numeric_limits<float>::max() : s;
+    if (!std::isfinite(s)) return s;
+    if (s == 0.0f)  // an exact zero: -0 unless both are +0
+        return a == 0.0f && b == 0.0f && !std::signbit(a) && !std::signbit(b) ? 0.0f : -0.0f;
+    const float bb = s - a;
+    const float e = (a - (s - bb)) + (b - bb);
+    return e < 0.0f ? std::nextafter(s, -INFINITY) : s;
+}
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }

@@ -89,8 +89,14 @@ __global__ void intrinsics(const float* f, long long* out, float* fout, double* 
     out[k++] = k;  // the slot count, checked by the test
 }
 
-// __fadd_rz, element by element (the one directed-rounding intrinsic the emulator has).
+// __fadd_rz and __fadd_rd, element by element (the directed-rounding intrinsics the
+// emulator has).
 __global__ void fadd_rz(const float* a, const float* b, float* out, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = __fadd_rz(a[i], b[i]);
+}
+
+__global__ void fadd_rd(const float* a, const float* b, float* out, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __fadd_rd(a[i], b[i]);
 }
