@@ -531,10 +531,9 @@ def _warp_expr(op, kernel, dtype, cn, dense=False, pixels=1, listed=False):
     return f"cupyprep_warp_{op}_{kernel}<{C_TYPES[np.dtype(dtype)]}, {cn}>"
 
 
-def _staged_expr(cn, listed, blocks=None):
-    blocks = _STAGED_BLOCKS if blocks is None else blocks
+def _staged_expr(cn, listed):
     return (f"cupyprep_warp_affine_linear_staged<unsigned char, {cn}, "
-            f"{'true' if listed else 'false'}, {blocks}>")
+            f"{'true' if listed else 'false'}, {_STAGED_BLOCKS}>")
 
 
 def _warp_kernel(interpolation, cn):
@@ -749,12 +748,14 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
                 sh, sw = arrays.shape[:2]
             tables = (arrays, None, _kernels.no_ragged(), i32(sh), i32(sw), i64(s_n), i64(s_y), i64(s_x), i64(s_c))
             src_dense = _is_dense((s_x, s_c), c)
+            src_steps = (s_n, s_y)  # image and row strides, in bytes for uint8
         else:
             strides = []
             for a in arrays:
                 st = _arrays.element_strides(a, name)
                 strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [0]))
             src_dense = all(_is_dense(st[1:], c) for st in strides)
+            src_steps = [st[0] for st in strides]
             # per-image records by value, or (a long list) one uploaded table
             table, records, _ = _kernels.ragged(arrays, name, [a.shape[:2] for a in arrays], strides, xp)
             tables = (None, table, records, i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
@@ -787,27 +788,28 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
             # kernel then knows those strides at compile time and moves words)
             dense = (_WARP_DENSE and kernel in _FLOAT_WARP_KERNELS and src_dense
                      and _is_dense((d_x, d_c), c))
+            pixels = _warp_pixels(kernel, dtype, c, border_mode) if dense else 1
+            thread_rows = _warp_rows(kernel, pixels) if dense else _WARP_ROWS_PER_THREAD
+            args = tables + (
+                index, mats, i64(mat_step), mat_value, dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x),
+                i64(d_c), i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab,
+                i32(n_out), i32(thread_rows))
             if (_WARP_STAGED and dense and not perspective and kernel == "linear"
                     and dtype == np.uint8 and c in _STAGED_CHANNELS and border_mode == "constant"
-                    and _staged_aligned(arrays, uniform)):
+                    and _staged_aligned([arrays] if uniform else arrays, src_steps)):
+                # the same arguments: it reads no tables and no rows a block
                 fn = _kernels.get_function("warp.cu", _staged_expr(c, not uniform))
                 tile = _STAGED_TILE
                 grid = (min((dw + tile - 1) // tile, 65535), min((dh + tile - 1) // tile, 65535),
                         min(n_out, 65535))
-                fn(grid, (_STAGED_THREADS, 1, 1), tables + (
-                    index, mats, i64(mat_step), mat_value, dst, i32(dh), i32(dw), i64(d_n), i64(d_y),
-                    i64(d_x), i64(d_c), i32(0), *bv, i32(body_end), None, None, i32(n_out), i32(0)))
+                fn(grid, (_STAGED_THREADS, 1, 1), args)
                 return native
-            pixels = _warp_pixels(kernel, dtype, c, border_mode) if dense else 1
-            thread_rows = _warp_rows(kernel, pixels) if dense else _WARP_ROWS_PER_THREAD
             fn = _kernels.get_function("warp.cu", _warp_expr(
                 "perspective" if perspective else "affine", kernel, dtype, c, dense, pixels,
                 dense and not uniform))
             block_x = _WARP_BLOCK_X if dense else BLOCK_3D
-            launch_3d(fn, n_out, (dh + thread_rows - 1) // thread_rows, (dw + pixels - 1) // pixels, tables + (
-                index, mats, i64(mat_step), mat_value, dst, i32(dh), i32(dw), i64(d_n), i64(d_y), i64(d_x),
-                i64(d_c), i32(BORDER_MODES.index(border_mode)), *bv, i32(body_end), itab, ftab,
-                i32(n_out), i32(thread_rows)), block_x=block_x, block_y=BLOCK_3D // block_x)
+            launch_3d(fn, n_out, (dh + thread_rows - 1) // thread_rows, (dw + pixels - 1) // pixels, args,
+                      block_x=block_x, block_y=BLOCK_3D // block_x)
         return native
 
 
@@ -826,17 +828,13 @@ _STAGED_THREADS = 256
 _STAGED_BLOCKS = 4
 
 
-def _staged_aligned(arrays, uniform):
-    """Whether the staged kernel's word reads are aligned in every source image."""
+def _staged_aligned(sources, steps):
+    """Whether the staged kernel's word reads are aligned: every source's first byte and
+    the image and row strides (bytes) ``steps`` multiples of 4."""
     def address(a):  # NumPy under the emulator
         return a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr
 
-    if uniform:
-        st = _arrays.element_strides(arrays, "img")
-        steps = st[:2] if arrays.ndim == 4 else st[:1]
-        return address(arrays) % 4 == 0 and all(v % 4 == 0 for v in steps)
-    return all(address(a) % 4 == 0 and _arrays.element_strides(a, "img")[0] % 4 == 0
-               for a in arrays)
+    return all(address(a) % 4 == 0 for a in sources) and all(v % 4 == 0 for v in steps)
 
 
 # Output rows one warp thread makes (its image's setup is done once for them).

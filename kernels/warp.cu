@@ -1404,21 +1404,6 @@ __device__ __forceinline__ StagedBox staged_box(const float (&m)[6], int x0, int
     return b;
 }
 
-// Output image n's source.
-template <bool LIST>
-__device__ __forceinline__ StagedImage staged_image(int n, const unsigned char* src,
-                                                    const cp::RaggedImage* src_table,
-                                                    const cp::RaggedImage* src_list, int sh,
-                                                    int sw, cp::i64 s_n, cp::i64 s_y,
-                                                    const int* src_index) {
-    const cp::i64 k = src_index ? (cp::i64)src_index[n] : n;
-    if (LIST) {
-        const cp::RaggedImage& r = src_table ? src_table[k] : src_list[k];
-        return {reinterpret_cast<const unsigned char*>(r.ptr), r.h, r.w, r.s_y};
-    }
-    return {src + k * s_n, sh, sw, s_y};
-}
-
 // Pixel x of a source row as one word (its CN bytes at the bottom) or the border word.
 template <int CN>
 __device__ __forceinline__ unsigned staged_pixel(const unsigned char* row, bool row_in, int x,
@@ -1743,11 +1728,11 @@ cupyprep_warp_affine_linear_staged(CUPYPREP_WARP_PARAMS) {
     const int tiles_x = (dw + kStagedTile - 1) / kStagedTile;
     const int tiles_y = (dh + kStagedTile - 1) / kStagedTile;
     for (int n = blockIdx.z; n < n_out; n += gridDim.z) {
-        k.s = staged_image<LIST>(n, reinterpret_cast<const unsigned char*>(src), src_table,
-                                 src_list.v, sh, sw, s_n, s_y, src_index);
-        const double* md = mats ? mats + (cp::i64)n * mat_step : mat_value.v;
+        const Item<T> it = image_item<T>(n, src, LIST, src_table, src_list.v, sh, sw, s_n, s_y,
+                                         s_x, s_c, src_index, mats, mat_step, mat_value.v);
+        k.s = {it.img, it.h, it.w, it.s_y};
 #pragma unroll
-        for (int j = 0; j < 6; ++j) k.m[j] = (float)md[j];
+        for (int j = 0; j < 6; ++j) k.m[j] = (float)it.m[j];
         k.image_out = reinterpret_cast<unsigned char*>(dst) + (cp::i64)n * d_n;
         k.words = CN == 4 && (((unsigned long long)k.image_out | (unsigned long long)d_y) & 3u) == 0;
         for (int ty = blockIdx.y; ty < tiles_y; ty += gridDim.y)
