@@ -800,7 +800,9 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
                 # the same arguments: it reads no tables and no rows a block
                 fn = _kernels.get_function("warp.cu", _staged_expr(c, not uniform))
                 tile = _STAGED_TILE
-                grid = (min((dw + tile - 1) // tile, 65535), min((dh + tile - 1) // tile, 65535),
+                tiles_y = (dh + tile - 1) // tile
+                grid = (min((dw + tile - 1) // tile, 65535),
+                        min((tiles_y + _STAGED_TILE_ROWS - 1) // _STAGED_TILE_ROWS, 65535),
                         min(n_out, 65535))
                 fn(grid, (_STAGED_THREADS, 1, 1), args)
                 return native
@@ -818,14 +820,18 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
 # (its copy of a tile's source box reads aligned words): a block of _STAGED_THREADS makes a
 # _STAGED_TILE-square output tile from the tile's source pixels, copied once into shared
 # memory. Same results as the dense kernel, bit for bit (benchmarks/NOTES.md, "The tile's
-# source box in shared memory, as a kernel"). False: the dense kernels take them.
+# source box in shared memory, as a kernel" and "The staged kernel, second pass"). False:
+# the dense kernels take them.
 _WARP_STAGED = True
 _STAGED_CHANNELS = (3, 4)
 _STAGED_TILE = 64
 _STAGED_THREADS = 256
 # the kernel's launch bound, blocks an SM: 4 (64 registers, a box of up to 47.5 KB) ran W5 at
-# 0.0805 ms, 5 (48 registers with spills, 44 KB) at 0.0891
+# 0.0687 ms, 5 (48 registers, 44 KB) at 0.0767
 _STAGED_BLOCKS = 4
+# rows of tiles a block makes, one after another (its image's setup done once for them): 2
+# ran W5 within 1% of 1 and zoom-outs by 2 4% slower (a block's tiles differ in cost)
+_STAGED_TILE_ROWS = 1
 
 
 def _staged_aligned(sources, steps):

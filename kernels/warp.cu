@@ -1309,8 +1309,10 @@ CUPYPREP_WARP_KERNEL(perspective, true, linear_fixed, (warp_linear_fixed<T, CN, 
 // inside, across the border or wholly outside, all the same instructions. A tile whose box
 // lies wholly outside the image is the border value; one whose box does not fit the buffer
 // (a zoom-out) is made as four tiles of half the side, and a half tile that does not fit
-// either (or copies far more than it reads, or whose coordinates are not finite) pixel by
-// pixel as the dense kernel makes them (staged_direct).
+// either (or copies far more than it reads, or whose coordinates are not finite, or whose
+// image's byte offsets pass 32 bits) pixel by pixel as the dense kernel makes them
+// (staged_direct). A launch's grid: x the tiles of a row, y groups of rows_of_tiles rows
+// (the host's _STAGED_TILE_ROWS), z the output images.
 //
 // The box: every pixel's float coordinate (either of OpenCV's formulas, body or tail) lies
 // within 3 units in the last place of |m0 x| + |m1 y| + |m2| (three roundings) of the exact
@@ -1325,14 +1327,18 @@ namespace {
 constexpr int kStagedThreads = 256, kStagedWarps = kStagedThreads / 32;
 constexpr int kStagedTile = 64, kStagedHalf = kStagedTile / 2;
 // The box's words, for BLOCKS blocks of the kernel an SM (its template parameter, the
-// launch bound): 44 KB for 5 (a 64-square tile's box at 45 degrees and scale 0.9: 101 rows
-// of 108 words), 47.5 KB for 4. The emulator's index check takes the larger.
+// launch bound): 44 KB for 5 (104 rows of kStagedPitch), 47.5 KB for 4 (112 rows).
 __host__ __device__ constexpr int staged_words(int blocks) { return blocks >= 5 ? 11264 : 12160; }
-constexpr int kStagedWords = staged_words(4);
 constexpr int kStagedGroup = 4;  // pixels the copy moves at a time (3 or 4 words)
-// A half tile is staged only where its box has at most this many words a pixel (a zoom-out
-// copies more than it reads; a whole tile's box has at most 3 where it fits):
-// staged_direct makes it otherwise.
+// Words from one row of the box to the next, the same for every box (a compile-time
+// constant: a pixel's second row of taps is an immediate offset from its first): 4 times an
+// odd number, so the copy's 16-byte stores stay aligned, and 12 mod 32, which spreads a
+// warp's gathers over the banks best (a bank model of W5's angles: 2.55 wavefronts a
+// request, 2.6 for 4 times other odd numbers, 3.6 at 0 mod 32). 27 groups: a 64-square
+// tile's box at 45 degrees and scale 0.9 is 101 pixels wide.
+constexpr int kStagedPitch = 108;
+// A half tile is staged only where its box copies at most this many words a pixel (a
+// zoom-out copies more than it reads): staged_direct makes it otherwise.
 constexpr int kStagedRatio = 3;
 constexpr unsigned kFloorBits = kRoundBits;  // 1.5 * 2^23, kRound
 
@@ -1343,8 +1349,10 @@ struct StagedBox {
     int x0, y0;   // source pixel of the box's first word (x0 a multiple of kStagedGroup)
     int groups;   // kStagedGroup-pixel groups a row
     int rows;
-    int pitch;    // words from one row to the next: a multiple of 4, not of 8 (below)
     int action;
+    int inside;   // the box lies in the image: no pixel's taps cross its border
+    int rows_par;  // rows the copy moves at a time (a row's groups to a thread each)
+    float rcp;    // 1 / groups, which splits a thread's index into row and group
     // 0x4B000000, the exponent byte of 2^23 that makes a byte b the float 2^23 + b: read
     // from here, it stays in a register, and each byte's __byte_perm keeps its selector as
     // an immediate (as a constant, the compiler made it the immediate and moved the three
@@ -1361,9 +1369,10 @@ struct StagedImage {
 // The box of output pixels [x0, x1] x [y0, y1] (inclusive) under the float matrix m (see
 // above; the corners' m0 x + m1 y + m2 are worked out in float32 too, within another 4
 // units in the last place of the sum, so the margin is 2^-18 of it, 8 times the two
-// bounds together). `words`: the most a box may take.
+// bounds together). `words`: the most a box may take, `copied`: the most it may copy.
 __device__ __forceinline__ StagedBox staged_box(const float (&m)[6], int x0, int y0, int x1,
-                                                int y1, int sw, int sh, int words) {
+                                                int y1, int sw, int sh, int words, int copied,
+                                                bool offsets32) {
     float lo[2], hi[2], e[2];
     bool finite = true;
 #pragma unroll
@@ -1381,7 +1390,7 @@ __device__ __forceinline__ StagedBox staged_box(const float (&m)[6], int x0, int
                  fabsf(v11) < 1e30f && sum < 1e30f;
         e[a] = sum * 0x1p-18f;
     }
-    StagedBox b{0, 0, 0, 0, 4, SPLIT, kTwo23Bits};
+    StagedBox b{0, 0, 0, 0, SPLIT, 0, 1, 1.f, kTwo23Bits};
     if (!finite) return b;  // split, then made by staged_direct, which tames them
 #pragma unroll
     for (int a = 0; a < 2; ++a) {
@@ -1399,8 +1408,14 @@ __device__ __forceinline__ StagedBox staged_box(const float (&m)[6], int x0, int
     b.y0 = (int)lo[1];
     b.groups = ((int)hi[0] - b.x0) / kStagedGroup + 1;
     b.rows = (int)hi[1] - b.y0 + 1;
-    b.pitch = kStagedGroup * (b.groups | 1);  // 4 times an odd number
-    if (b.pitch * b.rows <= words) b.action = STAGE;
+    if (kStagedGroup * b.groups <= kStagedPitch && b.rows * kStagedPitch <= words &&
+        kStagedGroup * b.groups * b.rows <= copied && offsets32) {
+        b.action = STAGE;
+        b.inside = b.x0 >= 0 && b.y0 >= 0 && b.x0 + kStagedGroup * b.groups <= sw &&
+                   b.y0 + b.rows <= sh;
+        b.rows_par = kStagedThreads / b.groups;
+        b.rcp = __frcp_rn((float)b.groups);
+    }
     return b;
 }
 
@@ -1416,90 +1431,108 @@ __device__ __forceinline__ unsigned staged_pixel(const unsigned char* row, bool 
     return v;
 }
 
-// The block copies box b of image s into `box`: its rows' groups of 4 pixels one after
-// another across the block's threads, so a warp's 16-byte stores are adjacent. A group
-// inside the image comes as the CN aligned words that hold it, one outside as the border
-// word, one across the image's edge pixel by pixel. The pitch, 4 words times an odd
-// number, keeps the stores aligned and puts vertically adjacent taps in different banks
-// (a bank model of W5's gathers: 2.7 wavefronts a request, 2.6 with odd pitches, which
-// would take 4-byte stores: 3.6-way conflicts in the copy).
+// The block copies box b of image s into `box`: thread t takes group t % groups of rows
+// t / groups, t / groups + rows_par, ... (so a warp's 16-byte stores are adjacent), and
+// knows once where its column lies against the image. A group inside the image comes as
+// the CN aligned words that hold it, every other as the border value; then the threads
+// whose groups cross the image's left or right edge redo theirs pixel by pixel. Rows
+// kStagedPitch words apart: 4 times an odd number keeps the 16-byte stores free of bank
+// conflicts. fw: the border value's pattern words (staged_fill), which the 3-channel
+// unpacking turns into 4 border words.
 template <int CN>
 __device__ __forceinline__ void staged_copy(const StagedImage& s, const StagedBox& b,
-                                            unsigned* box, unsigned fill) {
-    // kBatch groups a thread at a time, all their loads issued before any is used (one
+                                            unsigned* box, unsigned fill,
+                                            const unsigned (&fw)[3]) {
+    // kBatch rows a thread at a time, all their loads issued before any is used (one
     // group at a time, each waited for its loads in turn: 45% of W5's stall samples)
-    constexpr int kBatch = 4;
-    const int total = b.groups * b.rows;
-    int r = threadIdx.x / b.groups, g = threadIdx.x - r * b.groups;
-    // the next group's step: kStagedThreads groups on, in rows and groups
-    const int dr = kStagedThreads / b.groups, dg = kStagedThreads - dr * b.groups;
-    for (int i = threadIdx.x; i < total; i += kBatch * kStagedThreads) {
-        int ys[kBatch], xs[kBatch], at[kBatch];
+    constexpr int kBatch = 6;
+    const int rp = b.rows_par;
+    // t / groups: (t + 1/2) / groups is at least 1 / (2 groups) from a whole number, far
+    // more than the product's rounding
+    const int r0 = (int)__fmul_rn((float)threadIdx.x + 0.5f, b.rcp);
+    if (r0 >= rp) return;  // the threads past the last whole row of groups
+    const int g = threadIdx.x - r0 * b.groups;
+    const int x = b.x0 + kStagedGroup * g;
+    const bool x_in = x >= 0 && x <= s.w - kStagedGroup;
+    // byte offsets of pixels inside the image fit 32 bits (staged_box)
+    const int xo = x * CN, s_y = (int)s.s_y;
+    const int y_end = b.y0 + b.rows;
+    unsigned* const first = box + r0 * kStagedPitch + kStagedGroup * g;
+    unsigned* out = first;
+    for (int y = b.y0 + r0; y < y_end; y += kBatch * rp, out += kBatch * rp * kStagedPitch) {
         unsigned w[kBatch][CN];
-        bool fast[kBatch];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
-            ys[j] = b.y0 + r;
-            xs[j] = b.x0 + kStagedGroup * g;
-            at[j] = r * b.pitch + kStagedGroup * g;
-            fast[j] = i + j * kStagedThreads < total && (unsigned)ys[j] < (unsigned)s.h &&
-                      xs[j] >= 0 && xs[j] + kStagedGroup <= s.w;
-            if (fast[j]) {
-                const unsigned* q = reinterpret_cast<const unsigned*>(
-                    s.img + (cp::i64)ys[j] * s.s_y + (cp::i64)xs[j] * CN);
+            const int yj = y + j * rp;
+#pragma unroll
+            for (int c = 0; c < CN; ++c) w[j][c] = CN == 3 ? fw[c] : fill;
+            if (x_in && (unsigned)yj < (unsigned)s.h && yj < y_end) {
+                const unsigned* q = reinterpret_cast<const unsigned*>(s.img + (yj * s_y + xo));
 #pragma unroll
                 for (int c = 0; c < CN; ++c) w[j][c] = __ldg(q + c);
             }
-            r += dr;
-            g += dg;
-            if (g >= b.groups) g -= b.groups, ++r;
         }
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
-            uint4* out = reinterpret_cast<uint4*>(box + at[j]);
-            const int y = ys[j], x = xs[j];
-            if (fast[j]) {
+            if (y + j * rp < y_end) {
+                uint4* o = reinterpret_cast<uint4*>(out + j * rp * kStagedPitch);
                 if constexpr (CN == 3)
-                    *out = make_uint4(w[j][0], __funnelshift_r(w[j][0], w[j][1], 24),
-                                      __funnelshift_r(w[j][1], w[j][2], 16), w[j][2] >> 8);
+                    *o = make_uint4(w[j][0], __funnelshift_r(w[j][0], w[j][1], 24),
+                                    __funnelshift_r(w[j][1], w[j][2], 16), w[j][2] >> 8);
                 else
-                    *out = make_uint4(w[j][0], w[j][1], w[j][2], w[j][3]);
-            } else if (i + j * kStagedThreads < total) {
-                if ((unsigned)y >= (unsigned)s.h || x + kStagedGroup <= 0 || x >= s.w) {
-                    *out = make_uint4(fill, fill, fill, fill);
-                } else {  // across the image's left or right edge
-                    const unsigned char* row = s.img + (cp::i64)y * s.s_y;
-                    *out = make_uint4(staged_pixel<CN>(row, true, x, s.w, fill),
-                                      staged_pixel<CN>(row, true, x + 1, s.w, fill),
-                                      staged_pixel<CN>(row, true, x + 2, s.w, fill),
-                                      staged_pixel<CN>(row, true, x + 3, s.w, fill));
-                }
+                    *o = make_uint4(w[j][0], w[j][1], w[j][2], w[j][3]);
             }
+        }
+    }
+    if (x_in || x >= s.w || x <= -kStagedGroup) return;
+    // across the image's left or right edge: the rows inside the image, pixel by pixel
+    // (the loop above stored the border value in the others)
+    out = first;
+    for (int y = b.y0 + r0; y < y_end; y += rp, out += rp * kStagedPitch) {
+        if ((unsigned)y < (unsigned)s.h) {
+            const unsigned char* row = s.img + y * s_y;
+            *reinterpret_cast<uint4*>(out) = make_uint4(staged_pixel<CN>(row, true, x, s.w, fill),
+                                                        staged_pixel<CN>(row, true, x + 1, s.w, fill),
+                                                        staged_pixel<CN>(row, true, x + 2, s.w, fill),
+                                                        staged_pixel<CN>(row, true, x + 3, s.w, fill));
         }
     }
 }
 
-// One output pixel at source (sx, sy) from the staged box: its CN values in low bytes.
+// One output pixel at source (sx, sy) from the staged box b: its CN values in low bytes.
 template <int CN>
-__device__ __forceinline__ void staged_blend(const unsigned* box, unsigned bias, int pitch,
-                                             unsigned exponent, float sx, float sy,
-                                             unsigned (&v)[CN]) {
+__device__ __forceinline__ void staged_blend(const unsigned* box, const StagedBox& b, unsigned bias,
+                                             float sx, float sy, unsigned (&v)[CN]) {
     const float tx = __fadd_rd(sx, kRound), ty = __fadd_rd(sy, kRound);
-    const float a = __fsub_rn(sx, __fsub_rn(tx, kRound)), b = __fsub_rn(sy, __fsub_rn(ty, kRound));
-    const unsigned k = __float_as_uint(ty) * (unsigned)pitch + __float_as_uint(tx) + bias;
+    const float a = __fsub_rn(sx, __fsub_rn(tx, kRound)), c = __fsub_rn(sy, __fsub_rn(ty, kRound));
+    unsigned w00, w01, w10, w11;
 #if defined(CUPYPREP_EMULATOR)
-    assert(k + (unsigned)pitch + 1u < (unsigned)kStagedWords);
-#endif
+    const unsigned k = __float_as_uint(ty) * (unsigned)kStagedPitch + __float_as_uint(tx) + bias;
+    // every tap inside the words this tile copied
+    assert(k / kStagedPitch + 1u < (unsigned)b.rows &&
+           k % kStagedPitch + 1u < (unsigned)(kStagedGroup * b.groups));
     const unsigned* p0 = box + k;
-    const unsigned* p1 = box + (k + (unsigned)pitch);
-    const unsigned w00 = p0[0], w01 = p0[1], w10 = p1[0], w11 = p1[1];
+    w00 = p0[0], w01 = p0[1], w10 = p0[kStagedPitch], w11 = p0[kStagedPitch + 1];
+#else
+    // the first tap's shared-memory address in 32-bit arithmetic: bias holds the box's
+    // address and its origin's bit patterns, in bytes (two instructions, not four with the
+    // generic address of the box)
+    const unsigned at = __float_as_uint(ty) * (4u * kStagedPitch) + __float_as_uint(tx) * 4u + bias;
+    asm("ld.shared.u32 %0, [%4];\n\t"
+        "ld.shared.u32 %1, [%4+4];\n\t"
+        "ld.shared.u32 %2, [%4+%5];\n\t"
+        "ld.shared.u32 %3, [%4+%6];"
+        : "=r"(w00), "=r"(w01), "=r"(w10), "=r"(w11)
+        : "r"(at), "n"(4 * kStagedPitch), "n"(4 * kStagedPitch + 4));
+    (void)box;
+#endif
 #pragma unroll
-    for (int c = 0; c < CN; ++c) {
-        const unsigned sel = 0x7440u + c;
-        v[c] = blend_biased(a, b, __uint_as_float(__byte_perm(w00, exponent, sel)),
-                            __uint_as_float(__byte_perm(w01, exponent, sel)),
-                            __uint_as_float(__byte_perm(w10, exponent, sel)),
-                            __uint_as_float(__byte_perm(w11, exponent, sel)));
+    for (int ch = 0; ch < CN; ++ch) {
+        const unsigned sel = 0x7440u + ch;
+        v[ch] = blend_biased(a, c, __uint_as_float(__byte_perm(w00, b.exponent, sel)),
+                             __uint_as_float(__byte_perm(w01, b.exponent, sel)),
+                             __uint_as_float(__byte_perm(w10, b.exponent, sel)),
+                             __uint_as_float(__byte_perm(w11, b.exponent, sel)));
     }
 }
 
@@ -1517,31 +1550,38 @@ __device__ __forceinline__ void staged_store(unsigned char* out, bool words, con
 }
 
 // The block makes output pixels [ox, ox + S) x [oy, oy + S) (those inside dw x dh) from
-// box b, staged: a warp's lanes take adjacent pixels of a row (their taps then run along
-// the box, few to a bank), a thread S / 32 of a row and every kRowStep-th row. A pixel
-// whose taps all lie outside the image (a constant border's value: warp_linear's test) is
-// stored without its taps, so a warp wholly outside skips them. BODY: every pixel of the
-// tile lies in OpenCV's SIMD body.
-template <int CN, int S, bool BODY>
+// box b, staged: each half warp takes 16 adjacent pixels of a row (their taps then run
+// along the box, few to a bank), the two halves adjacent rows; a thread makes S / 16
+// pixels of a row, 16 apart, and every kRowStep-th row (the row's terms worked out once for
+// them). BODY: every pixel of the tile lies in OpenCV's SIMD body. EDGE (a box not inside
+// the image): a pixel whose taps all lie outside the image (a constant border's value:
+// warp_linear's test) is stored without its taps, so a warp wholly outside skips them
+// (inside the image no pixel is, and the test is left out).
+template <int CN, int S, bool BODY, bool EDGE>
 __device__ __forceinline__ void staged_pixels(const unsigned* box, const StagedBox& b,
                                               const float (&m)[6], int sw, int sh, int ox,
                                               int oy, int dw, int dh, int body_end,
                                               unsigned char* image_out, cp::i64 d_y, bool words,
                                               const unsigned (&bv)[CN]) {
-    constexpr int kPer = S / 32;  // a thread's pixels in a row
-    constexpr int kRowStep = kStagedWarps;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int x0 = ox + lane, y0 = oy + warp;
+    constexpr int kPer = S / 16;  // a thread's pixels in a row
+    constexpr int kRowStep = 2 * kStagedWarps;
+    const int x0 = ox + (threadIdx.x & 15), y0 = oy + (threadIdx.x >> 4);
     if (x0 >= dw || y0 >= dh) return;
     // the box's word of source pixel (ix, iy), from the bit patterns of 1.5 * 2^23 + ix / iy
-    const unsigned bias = 0u - (kFloorBits + (unsigned)b.y0) * (unsigned)b.pitch -
-                          (kFloorBits + (unsigned)b.x0);
+    // (on the device, its shared-memory address: 4 times that plus the box's)
+    unsigned bias = 0u - (kFloorBits + (unsigned)b.y0) * (unsigned)kStagedPitch -
+                    (kFloorBits + (unsigned)b.x0);
+#if !defined(CUPYPREP_EMULATOR)
+    bias = bias * 4u + (unsigned)__cvta_generic_to_shared(box);
+    asm("mov.b32 %0, %0;" : "+r"(bias));  // one term: each pixel's address is 2 instructions
+#endif
     const float w = (float)sw, h = (float)sh;  // exact: below 2^21 where a box is staged
     const int y_end = min(oy + S, dh);
     float fx[kPer];
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) fx[j] = (float)(x0 + 32 * j);
-    const bool full = x0 + 32 * (kPer - 1) < dw;  // every column of the thread inside
+    for (int j = 0; j < kPer; ++j) fx[j] = (float)(x0 + 16 * j);
+    // every column of the thread inside (in OpenCV's body, which ends by the output's end)
+    const bool full = BODY || x0 + 16 * (kPer - 1) < dw;
     float fy = (float)y0;
     unsigned char* out = image_out + (cp::i64)y0 * d_y + (cp::i64)x0 * CN;
     const cp::i64 out_step = (cp::i64)kRowStep * d_y;
@@ -1550,30 +1590,56 @@ __device__ __forceinline__ void staged_pixels(const unsigned* box, const StagedB
         const float rx = __fadd_rn(py, m[2]), ry = __fadd_rn(qy, m[5]);
 #pragma unroll
         for (int j = 0; j < kPer; ++j) {
-            if (j == 0 || full || x0 + 32 * j < dw) {
+            if (j == 0 || full || x0 + 16 * j < dw) {
                 float sx, sy;
-                if (BODY || x0 + 32 * j < body_end) {
+                if (BODY || x0 + 16 * j < body_end) {
                     sx = __fmaf_rn(m[0], fx[j], rx);
                     sy = __fmaf_rn(m[3], fx[j], ry);
                 } else {
                     sx = __fadd_rn(__fmaf_rn(fx[j], m[0], py), m[2]);
                     sy = __fadd_rn(__fmaf_rn(fx[j], m[3], qy), m[5]);
                 }
-                if (sx < -1.f || sx >= w || sy < -1.f || sy >= h) {
-                    staged_store<CN>(out + j * 32 * CN, words, bv);
+                if (EDGE && (sx < -1.f || sx >= w || sy < -1.f || sy >= h)) {
+                    staged_store<CN>(out + j * 16 * CN, words, bv);
                 } else {
                     unsigned v[CN];
-                    staged_blend<CN>(box, bias, b.pitch, b.exponent, sx, sy, v);
-                    staged_store<CN>(out + j * 32 * CN, words, v);
+                    staged_blend<CN>(box, b, bias, sx, sy, v);
+                    staged_store<CN>(out + j * 16 * CN, words, v);
                 }
             }
         }
     }
 }
 
+// The part [ox, ox + S) x [oy, oy + S) (what of it lies inside dw x dh) as the border
+// value. A part wholly inside an output whose rows start on 16 bytes (vec16) goes as 16-byte
+// stores: its rows start on them too (S * CN is a multiple of 16 bytes), and for 3 channels
+// the value's bytes repeat every 3 words, from a row's first byte on (fw: those 3 words).
 template <int CN, int S>
 __device__ __forceinline__ void staged_fill(int ox, int oy, int dw, int dh, unsigned char* image_out,
-                                            cp::i64 d_y, bool words, const unsigned (&bv)[CN]) {
+                                            cp::i64 d_y, bool words, bool vec16,
+                                            const unsigned (&bv)[CN], const unsigned (&fw)[3]) {
+    if (vec16 && ox + S <= dw && oy + S <= dh) {
+        constexpr int kRowVecs = S * CN / 16;
+        static_assert(kRowVecs * 16 == S * CN, "whole 16-byte stores a row");
+        const unsigned f0 = fw[0], f1 = fw[1], f2 = fw[2];
+        // thread t stores 16-byte word t % kRowVecs of rows t / kRowVecs + j kRows
+        constexpr int kRows = kStagedThreads / kRowVecs;
+        const int r0 = threadIdx.x / kRowVecs, v = threadIdx.x - r0 * kRowVecs;
+        if (r0 >= kRows) return;
+        const int k = CN == 3 ? v % 3 : 0;  // the word of the 3 that starts this store
+        const uint4 q = make_uint4(k == 0 ? f0 : (k == 1 ? f1 : f2), k == 0 ? f1 : (k == 1 ? f2 : f0),
+                                   k == 0 ? f2 : (k == 1 ? f0 : f1), k == 0 ? f0 : (k == 1 ? f1 : f2));
+        uint4* o = reinterpret_cast<uint4*>(image_out + (cp::i64)(oy + r0) * d_y + (cp::i64)ox * CN) + v;
+        const cp::i64 step = (cp::i64)kRows * d_y;
+#pragma unroll 1
+        for (int r = r0; r < S; r += kRows) {
+            *o = q;
+            o = reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(o) + step);
+        }
+        return;
+    }
+#pragma unroll 1
     for (int i = threadIdx.x; i < S * S; i += kStagedThreads) {
         const int x = ox + i % S, y = oy + i / S;
         if (x < dw && y < dh) staged_store<CN>(image_out + (cp::i64)y * d_y + (cp::i64)x * CN, words, bv);
@@ -1642,11 +1708,16 @@ struct StagedCall {
     unsigned char* image_out;
     cp::i64 d_y;
     bool words;
+    bool vec16;  // the output's rows start on 16 bytes (staged_fill's stores)
     float bval[4];
     unsigned bv[CN];
     unsigned fill;
+    // the border value's bytes repeated from a word's first byte on, 3 words (3 channels:
+    // b0 b1 b2 b0, b1 b2 b0 b1, b2 b0 b1 b2; 4 channels: fill)
+    unsigned fw[3];
     unsigned* box;
     int capacity;     // the box's words
+    bool offsets32;   // the image's byte offsets fit 32 bits (the copy's arithmetic)
     StagedBox* plan;  // 4 of them: the tile's, or its quarters'
 };
 
@@ -1655,17 +1726,21 @@ struct StagedCall {
 template <int CN, int S>
 __device__ __forceinline__ void staged_make(const StagedCall<CN>& k, const StagedBox& b, int ox, int oy) {
     if (b.action == STAGE) {
-        staged_copy<CN>(k.s, b, k.box, k.fill);
+        staged_copy<CN>(k.s, b, k.box, k.fill, k.fw);
         __syncthreads();
-        if (ox + S <= k.body_end)
-            staged_pixels<CN, S, true>(k.box, b, k.m, k.s.w, k.s.h, ox, oy, k.dw, k.dh, k.body_end,
-                                       k.image_out, k.d_y, k.words, k.bv);
+        const bool body = ox + S <= k.body_end;
+        if (body && b.inside)
+            staged_pixels<CN, S, true, false>(k.box, b, k.m, k.s.w, k.s.h, ox, oy, k.dw, k.dh,
+                                              k.body_end, k.image_out, k.d_y, k.words, k.bv);
+        else if (body)
+            staged_pixels<CN, S, true, true>(k.box, b, k.m, k.s.w, k.s.h, ox, oy, k.dw, k.dh,
+                                             k.body_end, k.image_out, k.d_y, k.words, k.bv);
         else
-            staged_pixels<CN, S, false>(k.box, b, k.m, k.s.w, k.s.h, ox, oy, k.dw, k.dh, k.body_end,
-                                        k.image_out, k.d_y, k.words, k.bv);
+            staged_pixels<CN, S, false, true>(k.box, b, k.m, k.s.w, k.s.h, ox, oy, k.dw, k.dh,
+                                              k.body_end, k.image_out, k.d_y, k.words, k.bv);
         __syncthreads();  // the box is read until here
     } else if (b.action == FILL) {
-        staged_fill<CN, S>(ox, oy, k.dw, k.dh, k.image_out, k.d_y, k.words, k.bv);
+        staged_fill<CN, S>(ox, oy, k.dw, k.dh, k.image_out, k.d_y, k.words, k.vec16, k.bv, k.fw);
     }
 }
 
@@ -1675,7 +1750,8 @@ template <int CN>
 __device__ __forceinline__ void staged_tile(const StagedCall<CN>& k, int ox, int oy) {
     if (threadIdx.x == 0)
         k.plan[0] = staged_box(k.m, ox, oy, min(ox + kStagedTile, k.dw) - 1,
-                               min(oy + kStagedTile, k.dh) - 1, k.s.w, k.s.h, k.capacity);
+                               min(oy + kStagedTile, k.dh) - 1, k.s.w, k.s.h, k.capacity,
+                               k.capacity, k.offsets32);
     __syncthreads();
     const StagedBox b = k.plan[0];
     __syncthreads();  // read by all before the quarters' plans replace it
@@ -1685,10 +1761,11 @@ __device__ __forceinline__ void staged_tile(const StagedCall<CN>& k, int ox, int
     }
     if (threadIdx.x < 4) {
         const int qx = ox + (threadIdx.x & 1) * kStagedHalf, qy = oy + (threadIdx.x >> 1) * kStagedHalf;
-        StagedBox q{0, 0, 0, 0, 4, FILL, kTwo23Bits};  // a quarter past the output's end
+        StagedBox q{0, 0, 0, 0, FILL, 0, 1, 1.f, kTwo23Bits};  // a quarter past the output's end
         if (qx < k.dw && qy < k.dh)
             q = staged_box(k.m, qx, qy, min(qx + kStagedHalf, k.dw) - 1, min(qy + kStagedHalf, k.dh) - 1,
-                           k.s.w, k.s.h, min(k.capacity, kStagedRatio * kStagedHalf * kStagedHalf));
+                           k.s.w, k.s.h, k.capacity, kStagedRatio * kStagedHalf * kStagedHalf,
+                           k.offsets32);
         k.plan[threadIdx.x] = q;
     }
     __syncthreads();
@@ -1721,6 +1798,9 @@ cupyprep_warp_affine_linear_staged(CUPYPREP_WARP_PARAMS) {
         k.bv[c] = (unsigned)k.bval[c];  // whole numbers in [0, 255] for uint8
         k.fill |= k.bv[c] << (8 * c);
     }
+    k.fw[0] = CN == 3 ? __byte_perm(k.fill, 0u, 0x0210u) : k.fill;
+    k.fw[1] = CN == 3 ? __byte_perm(k.fill, 0u, 0x1021u) : k.fill;
+    k.fw[2] = CN == 3 ? __byte_perm(k.fill, 0u, 0x2102u) : k.fill;
     k.dw = dw, k.dh = dh, k.body_end = body_end, k.d_y = d_y;
     k.box = box;
     k.capacity = staged_words(BLOCKS);
@@ -1731,10 +1811,12 @@ cupyprep_warp_affine_linear_staged(CUPYPREP_WARP_PARAMS) {
         const Item<T> it = image_item<T>(n, src, LIST, src_table, src_list.v, sh, sw, s_n, s_y,
                                          s_x, s_c, src_index, mats, mat_step, mat_value.v);
         k.s = {it.img, it.h, it.w, it.s_y};
+        k.offsets32 = (cp::i64)it.h * (it.s_y < 0 ? -it.s_y : it.s_y) + (cp::i64)it.w * CN < (1ll << 31);
 #pragma unroll
         for (int j = 0; j < 6; ++j) k.m[j] = (float)it.m[j];
         k.image_out = reinterpret_cast<unsigned char*>(dst) + (cp::i64)n * d_n;
         k.words = CN == 4 && (((unsigned long long)k.image_out | (unsigned long long)d_y) & 3u) == 0;
+        k.vec16 = (((unsigned long long)k.image_out | (unsigned long long)d_y) & 15u) == 0;
         for (int ty = blockIdx.y; ty < tiles_y; ty += gridDim.y)
             for (int tx = blockIdx.x; tx < tiles_x; tx += gridDim.x)
                 staged_tile<CN>(k, tx * kStagedTile, ty * kStagedTile);

@@ -1488,22 +1488,35 @@ def staged_matrices(rng, h, w):
     return np.stack(mats)
 
 
+def address(a):
+    """The first byte's address of a NumPy (emulated) or CuPy array."""
+    return a.data.ptr if hasattr(a.data, "ptr") else a.__array_interface__["data"][0]
+
+
 @pytest.mark.parametrize("channels", [3, 4])
 def test_kernel_staged_matches_cv2(kernels, monkeypatch, warp_variants, channels):
     """The staged kernel equals cv2.warpAffine bit for bit: sources smaller and larger than
-    a tile (1 x 4 to 130 x 132), outputs of one pixel, of odd widths (past OpenCV's 16-pixel
-    SIMD body, where its scalar tail's formula applies) and of several tiles, every path of
-    the kernel (staged_matrices), border values 0, 9 and one per channel; outputs poisoned,
-    one matrix per image."""
+    a tile (1 x 4 to 130 x 144), of rows that are 16-byte multiples (copied as 16-byte
+    words: 144 pixels) and not (4-byte words), outputs of one pixel, of odd widths (past
+    OpenCV's 16-pixel SIMD body, where its scalar tail's formula applies), of several tiles,
+    and of rows that are 16-byte multiples (where filled tiles go as 16-byte stores), every
+    path of the kernel (staged_matrices), border values 0, 9 and one per channel; outputs
+    poisoned, one matrix per image."""
     monkeypatch.setattr(G, "_WARP_STAGED", True)
     rng = np.random.default_rng(150 + channels)
-    shapes = [((67, 132), (70, 131)), ((130, 68), (129, 140)), ((5, 4), (9, 7)), ((1, 4), (1, 1)),
-              ((2, 8), (3, 70))]
+    shapes = [((67, 132), (70, 131)), ((67, 144), (70, 131)), ((130, 68), (129, 140)),
+              ((5, 4), (9, 7)), ((1, 4), (1, 1)), ((2, 8), (3, 70)), ((60, 68), (96, 128))]
     for (h, w), size in shapes:
         Ms = staged_matrices(rng, h, w)
         host = random_image(rng, (len(Ms), h, w, channels), np.uint8)
+        src = kernels.put(host)
+        if w == 144:  # rows of 432 or 576 bytes: the 16-byte copy is taken
+            assert address(src) % 16 == 0
         for value in (0, 9, tuple(range(200, 200 + channels))):
-            check_batch(kernels, kernels.put(host), host, Ms, size, "linear", "constant", value)
+            out = kernels.poisoned((len(Ms),) + size + (channels,), np.uint8)
+            if size[1] == 128:  # rows of 384 or 512 bytes: the 16-byte stores are taken
+                assert address(out) % 16 == 0
+            check_batch(kernels, src, host, Ms, size, "linear", "constant", value, out=out)
     assert set(warp_variants) == {STAGED.format(c=channels, listed="false")}
 
 
