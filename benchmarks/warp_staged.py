@@ -1,5 +1,5 @@
-"""The staged uint8 linear warp (a tile's source box in shared memory, at both of its launch
-bounds) against the dense kernel, on W5 and inputs around it.
+"""The staged uint8 linear warp (a tile's source box in shared memory; 1 or 2 rows of tiles
+a block) against the dense kernel, on W5 and inputs around it.
 
     python -m benchmarks.warp_staged [--rounds N] [--json PATH] [--profile]
 
@@ -7,7 +7,7 @@ Each input runs through every kernel (geometry._WARP_STAGED off and on) in one p
 alternating for ``--rounds`` rounds: device time per call (CUDA-event median of graph
 replays, inputs rotated over more bytes than the L2 holds), the memory-traffic floor, and
 whether the outputs are byte for byte equal (W5's also against cv2.warpAffine).
-``--profile``: only a few staged W5 calls (the default launch bound), for ncu.
+``--profile``: only a few staged W5 calls (the default settings), for ncu.
 """
 from __future__ import annotations
 
@@ -25,9 +25,19 @@ from ._timing import copy_bandwidth, time_cuda
 
 N, H, W = 64, 512, 512
 L2_BYTES = 3 * 60 << 20
-DEFAULT_BLOCKS = geometry._STAGED_BLOCKS
-# (geometry._WARP_STAGED, geometry._STAGED_BLOCKS) of each kernel timed
-KINDS = {"dense": (False, DEFAULT_BLOCKS), "staged, 5 blocks": (True, 5), "staged, 4 blocks": (True, 4)}
+# the geometry settings of each kernel timed (_WARP_STAGED, and for the staged kernel the
+# rows of tiles a block makes)
+KINDS = {"dense": dict(_WARP_STAGED=False),
+         "staged, 1 tile row": dict(_WARP_STAGED=True, _STAGED_TILE_ROWS=1),
+         "staged, 2 tile rows": dict(_WARP_STAGED=True, _STAGED_TILE_ROWS=2)}
+DEFAULTS = {k: getattr(geometry, k) for k in ("_WARP_STAGED", "_STAGED_TILE_ROWS")}
+STAGED = next(k for k, v in KINDS.items() if k != "dense" and all(
+    getattr(geometry, a) == x for a, x in v.items() if a != "_WARP_STAGED"))
+
+
+def configure(settings):
+    for attr, value in {**DEFAULTS, **settings}.items():
+        setattr(geometry, attr, value)
 
 
 def inverse_matrices(angles, scale, shift=(0.0, 0.0)):
@@ -86,18 +96,18 @@ def main(argv=None):
         times = {k: [] for k in KINDS}
         results = {}
         for _ in range(args.rounds):
-            for kind, (staged, blocks) in KINDS.items():
-                geometry._WARP_STAGED, geometry._STAGED_BLOCKS = staged, blocks
+            for kind, settings in KINDS.items():
+                configure(settings)
                 times[kind].append(time_cuda(fn, sets)["median_ms"])
                 fn(0)
                 torch.cuda.synchronize()
                 results[kind] = out.clone()
-        geometry._WARP_STAGED, geometry._STAGED_BLOCKS = False, DEFAULT_BLOCKS
+        configure({})
         equal = all(torch.equal(results[k], results["dense"]) for k in KINDS)
         cv2_equal = ""
         if name.startswith("W5"):
             host = [x.cpu().numpy() for x in inputs[0]]
-            got = results["staged, 5 blocks"].cpu().numpy()
+            got = results[STAGED].cpu().numpy()
             cv2_equal = all(np.array_equal(got[n], cv2.warpAffine(host[n], mats[n], (W, H),
                                                                   flags=cv2.INTER_LINEAR))
                             for n in range(N))
