@@ -1360,6 +1360,11 @@ struct StagedBox {
     unsigned exponent;
 };
 
+// A plan that stages nothing: FILL or SPLIT (staged_box fills in the rest for STAGE).
+__device__ __forceinline__ StagedBox staged_plan(int action) {
+    return StagedBox{0, 0, 0, 0, action, 0, 1, 1.f, kTwo23Bits};
+}
+
 struct StagedImage {
     const unsigned char* img;
     int h, w;
@@ -1390,7 +1395,7 @@ __device__ __forceinline__ StagedBox staged_box(const float (&m)[6], int x0, int
                  fabsf(v11) < 1e30f && sum < 1e30f;
         e[a] = sum * 0x1p-18f;
     }
-    StagedBox b{0, 0, 0, 0, SPLIT, 0, 1, 1.f, kTwo23Bits};
+    StagedBox b = staged_plan(SPLIT);
     if (!finite) return b;  // split, then made by staged_direct, which tames them
 #pragma unroll
     for (int a = 0; a < 2; ++a) {
@@ -1421,9 +1426,9 @@ __device__ __forceinline__ StagedBox staged_box(const float (&m)[6], int x0, int
 
 // Pixel x of a source row as one word (its CN bytes at the bottom) or the border word.
 template <int CN>
-__device__ __forceinline__ unsigned staged_pixel(const unsigned char* row, bool row_in, int x,
-                                                 int w, unsigned fill) {
-    if (!row_in || (unsigned)x >= (unsigned)w) return fill;
+__device__ __forceinline__ unsigned staged_pixel(const unsigned char* row, int x, int w,
+                                                 unsigned fill) {
+    if ((unsigned)x >= (unsigned)w) return fill;
     const unsigned char* p = row + (cp::i64)x * CN;
     unsigned v = 0;
 #pragma unroll
@@ -1491,10 +1496,9 @@ __device__ __forceinline__ void staged_copy(const StagedImage& s, const StagedBo
     for (int y = b.y0 + r0; y < y_end; y += rp, out += rp * kStagedPitch) {
         if ((unsigned)y < (unsigned)s.h) {
             const unsigned char* row = s.img + y * s_y;
-            *reinterpret_cast<uint4*>(out) = make_uint4(staged_pixel<CN>(row, true, x, s.w, fill),
-                                                        staged_pixel<CN>(row, true, x + 1, s.w, fill),
-                                                        staged_pixel<CN>(row, true, x + 2, s.w, fill),
-                                                        staged_pixel<CN>(row, true, x + 3, s.w, fill));
+            *reinterpret_cast<uint4*>(out) = make_uint4(
+                staged_pixel<CN>(row, x, s.w, fill), staged_pixel<CN>(row, x + 1, s.w, fill),
+                staged_pixel<CN>(row, x + 2, s.w, fill), staged_pixel<CN>(row, x + 3, s.w, fill));
         }
     }
 }
@@ -1761,7 +1765,7 @@ __device__ __forceinline__ void staged_tile(const StagedCall<CN>& k, int ox, int
     }
     if (threadIdx.x < 4) {
         const int qx = ox + (threadIdx.x & 1) * kStagedHalf, qy = oy + (threadIdx.x >> 1) * kStagedHalf;
-        StagedBox q{0, 0, 0, 0, FILL, 0, 1, 1.f, kTwo23Bits};  // a quarter past the output's end
+        StagedBox q = staged_plan(FILL);  // a quarter past the output's end
         if (qx < k.dw && qy < k.dh)
             q = staged_box(k.m, qx, qy, min(qx + kStagedHalf, k.dw) - 1, min(qy + kStagedHalf, k.dh) - 1,
                            k.s.w, k.s.h, k.capacity, kStagedRatio * kStagedHalf * kStagedHalf,

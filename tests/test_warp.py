@@ -1496,8 +1496,8 @@ def address(a):
 @pytest.mark.parametrize("channels", [3, 4])
 def test_kernel_staged_matches_cv2(kernels, monkeypatch, warp_variants, channels):
     """The staged kernel equals cv2.warpAffine bit for bit: sources smaller and larger than
-    a tile (1 x 4 to 130 x 144), of rows that are 16-byte multiples (copied as 16-byte
-    words: 144 pixels) and not (4-byte words), outputs of one pixel, of odd widths (past
+    a tile (1 x 4 to 130 x 144), of rows that are 16-byte multiples (144 pixels, aligned as
+    W5's sources are) and not, outputs of one pixel, of odd widths (past
     OpenCV's 16-pixel SIMD body, where its scalar tail's formula applies), of several tiles,
     and of rows that are 16-byte multiples (where filled tiles go as 16-byte stores), every
     path of the kernel (staged_matrices), border values 0, 9 and one per channel; outputs
@@ -1510,7 +1510,7 @@ def test_kernel_staged_matches_cv2(kernels, monkeypatch, warp_variants, channels
         Ms = staged_matrices(rng, h, w)
         host = random_image(rng, (len(Ms), h, w, channels), np.uint8)
         src = kernels.put(host)
-        if w == 144:  # rows of 432 or 576 bytes: the 16-byte copy is taken
+        if w == 144:  # rows of 432 or 576 bytes, starting on 16 bytes as W5's do
             assert address(src) % 16 == 0
         for value in (0, 9, tuple(range(200, 200 + channels))):
             out = kernels.poisoned((len(Ms),) + size + (channels,), np.uint8)
