@@ -1439,12 +1439,13 @@ __device__ __forceinline__ unsigned staged_pixel(const unsigned char* row, int x
 // The block copies box b of image s into `box`: thread t takes group t % groups of rows
 // t / groups, t / groups + rows_par, ... (so a warp's 16-byte stores are adjacent), and
 // knows once where its column lies against the image. A group inside the image comes as
-// the CN aligned words that hold it, every other as the border value; then the threads
+// the CN aligned words that hold it (VEC, 4 channels of a source whose first byte and row
+// stride are multiples of 16: as one 16-byte word), every other as the border value; then the threads
 // whose groups cross the image's left or right edge redo theirs pixel by pixel. Rows
 // kStagedPitch words apart: 4 times an odd number keeps the 16-byte stores free of bank
 // conflicts. fw: the border value's pattern words (staged_fill), which the 3-channel
 // unpacking turns into 4 border words.
-template <int CN>
+template <int CN, bool VEC>
 __device__ __forceinline__ void staged_copy(const StagedImage& s, const StagedBox& b,
                                             unsigned* box, unsigned fill,
                                             const unsigned (&fw)[3]) {
@@ -1473,8 +1474,13 @@ __device__ __forceinline__ void staged_copy(const StagedImage& s, const StagedBo
             for (int c = 0; c < CN; ++c) w[j][c] = CN == 3 ? fw[c] : fill;
             if (x_in && (unsigned)yj < (unsigned)s.h && yj < y_end) {
                 const unsigned* q = reinterpret_cast<const unsigned*>(s.img + (yj * s_y + xo));
+                if constexpr (VEC) {  // 4 channels, rows on 16 bytes: the group in one load
+                    const uint4 v = __ldg(reinterpret_cast<const uint4*>(q));
+                    w[j][0] = v.x, w[j][1] = v.y, w[j][2] = v.z, w[j][3] = v.w;
+                } else {
 #pragma unroll
-                for (int c = 0; c < CN; ++c) w[j][c] = __ldg(q + c);
+                    for (int c = 0; c < CN; ++c) w[j][c] = __ldg(q + c);
+                }
             }
         }
 #pragma unroll
@@ -1722,6 +1728,7 @@ struct StagedCall {
     unsigned* box;
     int capacity;     // the box's words
     bool offsets32;   // the image's byte offsets fit 32 bits (the copy's arithmetic)
+    bool vec_src;     // 4 channels: its first byte and row stride are multiples of 16
     StagedBox* plan;  // 4 of them: the tile's, or its quarters'
 };
 
@@ -1730,7 +1737,10 @@ struct StagedCall {
 template <int CN, int S>
 __device__ __forceinline__ void staged_make(const StagedCall<CN>& k, const StagedBox& b, int ox, int oy) {
     if (b.action == STAGE) {
-        staged_copy<CN>(k.s, b, k.box, k.fill, k.fw);
+        if (CN == 4 && k.vec_src)
+            staged_copy<CN, CN == 4>(k.s, b, k.box, k.fill, k.fw);
+        else
+            staged_copy<CN, false>(k.s, b, k.box, k.fill, k.fw);
         __syncthreads();
         const bool body = ox + S <= k.body_end;
         if (body && b.inside)
@@ -1816,6 +1826,7 @@ cupyprep_warp_affine_linear_staged(CUPYPREP_WARP_PARAMS) {
                                          s_x, s_c, src_index, mats, mat_step, mat_value.v);
         k.s = {it.img, it.h, it.w, it.s_y};
         k.offsets32 = (cp::i64)it.h * (it.s_y < 0 ? -it.s_y : it.s_y) + (cp::i64)it.w * CN < (1ll << 31);
+        k.vec_src = CN == 4 && (((unsigned long long)it.img | (unsigned long long)it.s_y) & 15u) == 0;
 #pragma unroll
         for (int j = 0; j < 6; ++j) k.m[j] = (float)it.m[j];
         k.image_out = reinterpret_cast<unsigned char*>(dst) + (cp::i64)n * d_n;

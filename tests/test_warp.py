@@ -1517,6 +1517,15 @@ def test_kernel_staged_matches_cv2(kernels, monkeypatch, warp_variants, channels
             if size[1] == 128:  # rows of 384 or 512 bytes: the 16-byte stores are taken
                 assert address(out) % 16 == 0
             check_batch(kernels, src, host, Ms, size, "linear", "constant", value, out=out)
+    # a window 137 pixels wide of rows that start on 16 bytes: for 4 channels the copy reads
+    # a group of pixels as one 16-byte word (where a source's first byte and row stride are
+    # multiples of 16), the group across the image's right edge redone pixel by pixel; for
+    # 3 channels, word loads
+    wide = random_image(rng, (len(Ms), 40, 144, channels), np.uint8)
+    view = kernels.put(wide)[:, 3:, :137]
+    assert address(view) % 16 == 0 and view.strides[1] % 16 == 0
+    check_batch(kernels, view, wide[:, 3:, :137], staged_matrices(rng, 37, 137), (45, 150),
+                "linear", "constant", (7, 8, 9, 10)[:channels])
     assert set(warp_variants) == {STAGED.format(c=channels, listed="false")}
 
 
