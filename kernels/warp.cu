@@ -1440,11 +1440,11 @@ __device__ __forceinline__ unsigned staged_pixel(const unsigned char* row, int x
 // t / groups, t / groups + rows_par, ... (so a warp's 16-byte stores are adjacent), and
 // knows once where its column lies against the image. A group inside the image comes as
 // the CN aligned words that hold it (VEC, 4 channels of a source whose first byte and row
-// stride are multiples of 16: as one 16-byte word), every other as the border value; then the threads
-// whose groups cross the image's left or right edge redo theirs pixel by pixel. Rows
-// kStagedPitch words apart: 4 times an odd number keeps the 16-byte stores free of bank
-// conflicts. fw: the border value's pattern words (staged_fill), which the 3-channel
-// unpacking turns into 4 border words.
+// stride are multiples of 16: as one 16-byte word), every other as the border value; then
+// the threads whose groups cross the image's left or right edge redo theirs pixel by
+// pixel. Rows kStagedPitch words apart: 4 times an odd number keeps the 16-byte stores free
+// of bank conflicts. fw: the border value's pattern words (staged_fill), which the
+// 3-channel unpacking turns into 4 border words.
 template <int CN, bool VEC>
 __device__ __forceinline__ void staged_copy(const StagedImage& s, const StagedBox& b,
                                             unsigned* box, unsigned fill,
