@@ -1737,7 +1737,7 @@ struct StagedCall {
 template <int CN, int S>
 __device__ __forceinline__ void staged_make(const StagedCall<CN>& k, const StagedBox& b, int ox, int oy) {
     if (b.action == STAGE) {
-        if (CN == 4 && k.vec_src)
+        if (k.vec_src)  // 4 channels only
             staged_copy<CN, CN == 4>(k.s, b, k.box, k.fill, k.fw);
         else
             staged_copy<CN, false>(k.s, b, k.box, k.fill, k.fw);
