@@ -952,7 +952,11 @@ def warp_affine(img, M, size, *, interpolation="linear", border_mode="constant",
     remap (coordinates quantized to 1/32 pixel, 32x32 weight tables, int16 weights for
     uint8); cubic takes Keys' weights at the float32 coordinates. uint8 results equal
     ``cv2.warpAffine`` bit for bit on a CPU where OpenCV runs its AVX2 code (every x86 CPU
-    since 2013). float16 is the float32 warp rounded once.
+    since 2013). float16 is the float32 warp rounded once. OpenCV 5.1's x86 build hands
+    some warps with constant or replicate borders to Intel IPP, which rounds otherwise (a
+    nearest sample at a half-pixel coordinate can take the other pixel): the CPU backend
+    runs ``cv2`` with IPP off for the call (``cv2.ipp.setUseIPP`` is per thread; the
+    caller's setting is put back), so both backends agree on every OpenCV version.
 
     Example
     -------

@@ -19,8 +19,10 @@ DTYPES = [np.uint8, np.uint16, np.float16, np.float32]
 
 @pytest.fixture(autouse=True)
 def no_ipp():
-    """OpenCV 5 hands no warp to IPP (checked in test_cpu_ipp_makes_no_difference); the
-    kernel references are computed with it off regardless, as in test_resize."""
+    """OpenCV 5.1 hands x86 warps with constant / replicate borders to Intel IPP (5.0 hands
+    none), whose rounding is not OpenCV's own; the kernels and the CPU backend follow
+    OpenCV's own code (test_cpu_backend_runs_opencv_without_ipp), so the references are
+    computed with IPP off, as in test_resize."""
     before = cv2.ipp.useIPP()
     cv2.ipp.setUseIPP(False)
     yield
@@ -191,16 +193,27 @@ def test_cpu_cubic_reflect101_one_pixel_side_returns(shape):
     np.testing.assert_array_equal(got, one_pixel_side_reference(img, H, (6, 8), True))
 
 
-def test_cpu_ipp_makes_no_difference():
+def test_cpu_backend_runs_opencv_without_ipp():
+    """With IPP on (OpenCV's default), OpenCV 5.1 on x86 runs these warps in IPP: a uint8
+    nearest sample at a half-pixel coordinate takes the other pixel, float32 linear
+    differs by ~1e-5. The CPU backend equals cv2 with IPP off whatever the caller's
+    setting, and leaves that setting as it found it."""
     rng = np.random.default_rng(5)
-    img = random_image(rng, (40, 50, 3), np.float32)
-    M = rotation(rng, 40, 50)
-    for flag in FLAGS.values():
-        off = cv2.warpAffine(img, M, (50, 40), flags=flag)
-        cv2.ipp.setUseIPP(True)
-        on = cv2.warpAffine(img, M, (50, 40), flags=flag)
-        cv2.ipp.setUseIPP(False)
-        np.testing.assert_array_equal(on, off)
+    cases = [(random_image(rng, (40, 50, 3), np.float32), rotation(rng, 40, 50), (40, 50)),
+             (random_image(rng, (2, 2), np.uint8), np.array([[1.0, 0, 0], [0, 1, -0.5]]), (2, 2)),
+             (random_image(rng, (3, 11), np.uint16), np.array([[1.0, 0.405, 0], [0, 1, 0]]),
+              (3, 11))]
+    for img, M, size in cases:
+        for interpolation in FLAGS:
+            for border in ("constant", "replicate"):
+                ref = cv2_warp(img, M, size, interpolation, border)  # IPP off (fixture)
+                for setting in (True, False):
+                    cv2.ipp.setUseIPP(setting)
+                    before = cv2.ipp.useIPP()  # always False in a build without IPP
+                    got = G.warp_affine(img, M, size, interpolation=interpolation,
+                                        border_mode=border)
+                    assert cv2.ipp.useIPP() == before
+                    np.testing.assert_array_equal(got, ref)
 
 
 def test_cpu_batch_per_image_matrices_and_ragged():

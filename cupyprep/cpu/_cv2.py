@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import functools
 
 
@@ -14,3 +15,16 @@ def cv2_module():
             "pip install 'cupyprep[cpu]'"
         ) from exc
     return cv2
+
+
+@contextlib.contextmanager
+def without_ipp(cv2):
+    """OpenCV's own code rather than Intel IPP's for the calls inside: ``cv2.ipp.setUseIPP``
+    is per thread, so this thread's setting is turned off and put back after, and other
+    threads' calls are untouched."""
+    before = cv2.ipp.useIPP()
+    cv2.ipp.setUseIPP(False)
+    try:
+        yield
+    finally:
+        cv2.ipp.setUseIPP(before)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cv2 import cv2_module
+from ._cv2 import cv2_module, without_ipp
 
 _CV2_INTERPOLATION = {"nearest": "INTER_NEAREST", "linear": "INTER_LINEAR",
                       "area": "INTER_AREA", "cubic": "INTER_CUBIC"}
@@ -65,9 +65,14 @@ def _warp_hwc(img, matrix, size, flag, border, border_value, perspective):
         src = np.pad(src, [(0, int(n == 1)) for n in src.shape[:2]] + [(0, 0)] * (src.ndim - 2),
                      mode="edge")
     value = tuple(border_value[:4]) + (0.0,) * (4 - min(4, len(border_value)))
-    res = fn(np.ascontiguousarray(src), np.asarray(matrix, np.float64), (w, h),
-             flags=flag | cv2.WARP_INVERSE_MAP, borderMode=getattr(cv2, _CV2_BORDER[border]),
-             borderValue=value)
+    # OpenCV 5.1 hands x86 warps with constant / replicate borders (linear; nearest for
+    # int16) to Intel IPP, whose coordinates round differently (nearest at a half-pixel
+    # coordinate takes the other pixel; linear differs by 1 or ~1e-5). The kernels follow
+    # OpenCV's own code, so the CPU backend runs that code too, on every OpenCV version.
+    with without_ipp(cv2):
+        res = fn(np.ascontiguousarray(src), np.asarray(matrix, np.float64), (w, h),
+                 flags=flag | cv2.WARP_INVERSE_MAP, borderMode=getattr(cv2, _CV2_BORDER[border]),
+                 borderValue=value)
     if src.ndim == 3 and res.ndim == 2:
         res = res[:, :, None]
     return res.astype(img.dtype, copy=False)
