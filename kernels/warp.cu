@@ -1326,9 +1326,6 @@ namespace {
 
 constexpr int kStagedThreads = 256, kStagedWarps = kStagedThreads / 32;
 constexpr int kStagedTile = 64, kStagedHalf = kStagedTile / 2;
-// The box's words, for BLOCKS blocks of the kernel an SM (its template parameter, the
-// launch bound): 44 KB for 5 (104 rows of kStagedPitch), 47.5 KB for 4 (112 rows).
-__host__ __device__ constexpr int staged_words(int blocks) { return blocks >= 5 ? 11264 : 12160; }
 constexpr int kStagedGroup = 4;  // pixels the copy moves at a time (3 or 4 words)
 // Words from one row of the box to the next, the same for every box (a compile-time
 // constant: a pixel's second row of taps is an immediate offset from its first): 4 times an
@@ -1337,6 +1334,20 @@ constexpr int kStagedGroup = 4;  // pixels the copy moves at a time (3 or 4 word
 // request, 2.6 for 4 times other odd numbers, 3.6 at 0 mod 32). 27 groups: a 64-square
 // tile's box at 45 degrees and scale 0.9 is 101 pixels wide.
 constexpr int kStagedPitch = 108;
+// Each warp's two output rows, CN bytes a pixel, before their 16-byte stores
+// (staged_pixels_out).
+__host__ __device__ constexpr int staged_out_bytes(int cn) {
+    return kStagedWarps * 2 * kStagedTile * cn;
+}
+// The box's words, whole rows of kStagedPitch, for BLOCKS blocks of the kernel an SM (its
+// template parameter, the launch bound): at most 104 rows for 5, 112 for 4, and no more
+// than fit beside the output rows and the plans in the 48 KB of static shared memory a
+// block may take (3 channels: 106 rows, 4: 103; W5's tallest box has 101).
+__host__ __device__ constexpr int staged_words(int blocks, int cn) {
+    const int most = blocks >= 5 ? 104 : 112;
+    const int fit = (49152 - staged_out_bytes(cn) - 256) / (4 * kStagedPitch);
+    return (most < fit ? most : fit) * kStagedPitch;
+}
 // A half tile is staged only where its box copies at most this many words a pixel (a
 // zoom-out copies more than it reads): staged_direct makes it otherwise.
 constexpr int kStagedRatio = 3;
@@ -1451,7 +1462,7 @@ __device__ __forceinline__ void staged_copy(const StagedImage& s, const StagedBo
                                             const unsigned (&fw)[3]) {
     // kBatch rows a thread at a time, all their loads issued before any is used (one
     // group at a time, each waited for its loads in turn: 45% of W5's stall samples)
-    constexpr int kBatch = 6;
+    constexpr int kBatch = 8;
     const int rp = b.rows_par;
     // t / groups: (t + 1/2) / groups is at least 1 / (2 groups) from a whole number, far
     // more than the product's rounding
@@ -1621,6 +1632,61 @@ __device__ __forceinline__ void staged_pixels(const unsigned* box, const StagedB
     }
 }
 
+// staged_pixels for a kStagedTile-square part wholly inside an output whose rows start on
+// 16 bytes, in OpenCV's body: each warp puts its two rows' bytes in its own stretch of
+// shared memory `stage` (2 kStagedTile CN bytes) and writes them as 16-byte stores, each
+// lane one, whole rows of 16-byte words (not CN byte stores a pixel).
+template <int CN, bool EDGE>
+__device__ __forceinline__ void staged_pixels_out(const unsigned* box, const StagedBox& b,
+                                                  const float (&m)[6], int sw, int sh, int ox,
+                                                  int oy, unsigned char* image_out, cp::i64 d_y,
+                                                  unsigned char* stage, const unsigned (&bv)[CN]) {
+    constexpr int S = kStagedTile, kPer = S / 16, kRowStep = 2 * kStagedWarps;
+    constexpr int kRowVecs = S * CN / 16;  // 16-byte words a row
+    const int lane = threadIdx.x & 31;
+    const int x0 = ox + (threadIdx.x & 15), y0 = oy + (threadIdx.x >> 4);
+    unsigned bias = 0u - (kFloorBits + (unsigned)b.y0) * (unsigned)kStagedPitch -
+                    (kFloorBits + (unsigned)b.x0);
+#if !defined(CUPYPREP_EMULATOR)
+    bias = bias * 4u + (unsigned)__cvta_generic_to_shared(box);
+    asm("mov.b32 %0, %0;" : "+r"(bias));
+#endif
+    const float w = (float)sw, h = (float)sh;
+    float fx[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) fx[j] = (float)(x0 + 16 * j);
+    unsigned char* const mine = stage + (lane >> 4) * (S * CN) + (lane & 15) * CN;
+    // the lane's 16-byte word of the warp's two rows
+    const int vr = lane / kRowVecs, vq = lane - vr * kRowVecs;
+    const uint4* const from = reinterpret_cast<const uint4*>(stage) + lane;
+    uint4* to = reinterpret_cast<uint4*>(image_out + (cp::i64)(oy + ((threadIdx.x >> 5) << 1) + vr) * d_y +
+                                         (cp::i64)ox * CN) + vq;
+    const cp::i64 to_step = (cp::i64)kRowStep * d_y;
+    float fy = (float)y0;
+#pragma unroll 1
+    for (int y = y0; y < oy + S; y += kRowStep, fy += (float)kRowStep) {
+        const float py = __fmul_rn(fy, m[1]), qy = __fmul_rn(fy, m[4]);
+        const float rx = __fadd_rn(py, m[2]), ry = __fadd_rn(qy, m[5]);
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+            const float sx = __fmaf_rn(m[0], fx[j], rx), sy = __fmaf_rn(m[3], fx[j], ry);
+            unsigned v[CN];
+            if (EDGE && (sx < -1.f || sx >= w || sy < -1.f || sy >= h)) {
+#pragma unroll
+                for (int c = 0; c < CN; ++c) v[c] = bv[c];
+            } else {
+                staged_blend<CN>(box, b, bias, sx, sy, v);
+            }
+#pragma unroll
+            for (int c = 0; c < CN; ++c) mine[16 * CN * j + c] = (unsigned char)v[c];
+        }
+        __syncwarp();
+        if (vr < 2) *to = *from;
+        to = reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(to) + to_step);
+        __syncwarp();
+    }
+}
+
 // The part [ox, ox + S) x [oy, oy + S) (what of it lies inside dw x dh) as the border
 // value. A part wholly inside an output whose rows start on 16 bytes (vec16) goes as 16-byte
 // stores: its rows start on them too (S * CN is a multiple of 16 bytes), and for 3 channels
@@ -1730,6 +1796,7 @@ struct StagedCall {
     bool offsets32;   // the image's byte offsets fit 32 bits (the copy's arithmetic)
     bool vec_src;     // 4 channels: its first byte and row stride are multiples of 16
     StagedBox* plan;  // 4 of them: the tile's, or its quarters'
+    unsigned char* out_stage;  // staged_out_bytes(CN): each warp's output rows
 };
 
 // The block makes the S-square part at (ox, oy) by plan b (staged or filled; SPLIT: nothing).
@@ -1743,7 +1810,13 @@ __device__ __forceinline__ void staged_make(const StagedCall<CN>& k, const Stage
             staged_copy<CN, false>(k.s, b, k.box, k.fill, k.fw);
         __syncthreads();
         const bool body = ox + S <= k.body_end;
-        if (body && b.inside)
+        if (S == kStagedTile && body && k.vec16 && ox + S <= k.dw && oy + S <= k.dh) {
+            unsigned char* stage = k.out_stage + (threadIdx.x >> 5) * (staged_out_bytes(CN) / kStagedWarps);
+            if (b.inside)
+                staged_pixels_out<CN, false>(k.box, b, k.m, k.s.w, k.s.h, ox, oy, k.image_out, k.d_y, stage, k.bv);
+            else
+                staged_pixels_out<CN, true>(k.box, b, k.m, k.s.w, k.s.h, ox, oy, k.image_out, k.d_y, stage, k.bv);
+        } else if (body && b.inside)
             staged_pixels<CN, S, true, false>(k.box, b, k.m, k.s.w, k.s.h, ox, oy, k.dw, k.dh,
                                               k.body_end, k.image_out, k.d_y, k.words, k.bv);
         else if (body)
@@ -1802,8 +1875,9 @@ template <typename T, int CN, bool LIST, int BLOCKS>
 __global__ void __launch_bounds__(kStagedThreads, BLOCKS)
 cupyprep_warp_affine_linear_staged(CUPYPREP_WARP_PARAMS) {
     static_assert(sizeof(T) == 1 && (CN == 3 || CN == 4), "uint8, 3 or 4 channels");
-    __shared__ __align__(16) unsigned box[staged_words(BLOCKS)];
+    __shared__ __align__(16) unsigned box[staged_words(BLOCKS, CN)];
     __shared__ StagedBox plan[4];
+    __shared__ __align__(16) unsigned char out_stage[staged_out_bytes(CN)];
     StagedCall<CN> k;
     k.bval[0] = bv0, k.bval[1] = bv1, k.bval[2] = bv2, k.bval[3] = bv3;
     k.fill = 0;
@@ -1817,8 +1891,9 @@ cupyprep_warp_affine_linear_staged(CUPYPREP_WARP_PARAMS) {
     k.fw[2] = CN == 3 ? __byte_perm(k.fill, 0u, 0x2102u) : k.fill;
     k.dw = dw, k.dh = dh, k.body_end = body_end, k.d_y = d_y;
     k.box = box;
-    k.capacity = staged_words(BLOCKS);
+    k.capacity = staged_words(BLOCKS, CN);
     k.plan = plan;
+    k.out_stage = out_stage;
     const int tiles_x = (dw + kStagedTile - 1) / kStagedTile;
     const int tiles_y = (dh + kStagedTile - 1) / kStagedTile;
     for (int n = blockIdx.z; n < n_out; n += gridDim.z) {
