@@ -1512,13 +1512,16 @@ def test_kernel_staged_matches_cv2(kernels, monkeypatch, warp_variants, channels
     a tile (1 x 4 to 130 x 144), of rows that are 16-byte multiples (144 pixels, aligned as
     W5's sources are) and not, outputs of one pixel, of odd widths (past
     OpenCV's 16-pixel SIMD body, where its scalar tail's formula applies), of several tiles,
-    and of rows that are 16-byte multiples (where filled tiles go as 16-byte stores), every
+    and of rows that are 16-byte multiples (where filled tiles, and whole tiles' rows through
+    shared memory, go as 16-byte stores; with a source larger than the output, tiles whose
+    box lies inside the image too), every
     path of the kernel (staged_matrices), border values 0, 9 and one per channel; outputs
     poisoned, one matrix per image."""
     monkeypatch.setattr(G, "_WARP_STAGED", True)
     rng = np.random.default_rng(150 + channels)
     shapes = [((67, 132), (70, 131)), ((67, 144), (70, 131)), ((130, 68), (129, 140)),
-              ((5, 4), (9, 7)), ((1, 4), (1, 1)), ((2, 8), (3, 70)), ((60, 68), (96, 128))]
+              ((5, 4), (9, 7)), ((1, 4), (1, 1)), ((2, 8), (3, 70)), ((60, 68), (96, 128)),
+              ((140, 144), (128, 128))]
     for (h, w), size in shapes:
         Ms = staged_matrices(rng, h, w)
         host = random_image(rng, (len(Ms), h, w, channels), np.uint8)
