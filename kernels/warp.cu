@@ -1334,24 +1334,6 @@ constexpr int kStagedGroup = 4;  // pixels the copy moves at a time (3 or 4 word
 // request, 2.6 for 4 times other odd numbers, 3.6 at 0 mod 32). 27 groups: a 64-square
 // tile's box at 45 degrees and scale 0.9 is 101 pixels wide.
 constexpr int kStagedPitch = 108;
-// Each warp's two output rows, CN bytes a pixel, before their 16-byte stores
-// (staged_pixels_out).
-__host__ __device__ constexpr int staged_out_bytes(int cn) {
-    return kStagedWarps * 2 * kStagedTile * cn;
-}
-// The box's words, whole rows of kStagedPitch, for BLOCKS blocks of the kernel an SM (its
-// template parameter, the launch bound): at most 104 rows for 5, 112 for 4, and no more
-// than fit beside the output rows and the plans in the 48 KB of static shared memory a
-// block may take (3 channels: 106 rows, 4: 103; W5's tallest box has 101).
-__host__ __device__ constexpr int staged_words(int blocks, int cn) {
-    const int most = blocks >= 5 ? 104 : 112;
-    const int fit = (49152 - staged_out_bytes(cn) - 256) / (4 * kStagedPitch);
-    return (most < fit ? most : fit) * kStagedPitch;
-}
-// A half tile is staged only where its box copies at most this many words a pixel (a
-// zoom-out copies more than it reads): staged_direct makes it otherwise.
-constexpr int kStagedRatio = 3;
-constexpr unsigned kFloorBits = kRoundBits;  // 1.5 * 2^23, kRound
 
 // What a block does with a tile: stage its box, fill it with the border value, or split it.
 enum { STAGE = 0, FILL = 1, SPLIT = 2 };
@@ -1370,6 +1352,25 @@ struct StagedBox {
     // selectors into registers for every pixel)
     unsigned exponent;
 };
+
+// Each warp's two output rows, CN bytes a pixel, before their 16-byte stores
+// (staged_pixels_out).
+__host__ __device__ constexpr int staged_out_bytes(int cn) {
+    return kStagedWarps * 2 * kStagedTile * cn;
+}
+// The box's words, whole rows of kStagedPitch, for BLOCKS blocks of the kernel an SM (its
+// template parameter, the launch bound): at most 104 rows for 5, 112 for 4, and no more
+// than fit beside the output rows and the 4 plans in the 48 KB of static shared memory a
+// block may take (3 channels: 106 rows, 4: 103; W5's tallest box has 101).
+__host__ __device__ constexpr int staged_words(int blocks, int cn) {
+    const int most = blocks >= 5 ? 104 : 112;
+    const int fit = (49152 - staged_out_bytes(cn) - 4 * (int)sizeof(StagedBox)) / (4 * kStagedPitch);
+    return (most < fit ? most : fit) * kStagedPitch;
+}
+// A half tile is staged only where its box copies at most this many words a pixel (a
+// zoom-out copies more than it reads): staged_direct makes it otherwise.
+constexpr int kStagedRatio = 3;
+constexpr unsigned kFloorBits = kRoundBits;  // 1.5 * 2^23, kRound
 
 // A plan that stages nothing: FILL or SPLIT (staged_box fills in the rest for STAGE).
 __device__ __forceinline__ StagedBox staged_plan(int action) {
@@ -1557,6 +1558,32 @@ __device__ __forceinline__ void staged_blend(const unsigned* box, const StagedBo
     }
 }
 
+// The bias staged_blend adds to a pixel's floors' bit patterns (1.5 * 2^23 + ix, + iy) for
+// its first tap's word in box b; on the device, that word's shared-memory address in bytes.
+__device__ __forceinline__ unsigned staged_tap_bias(const unsigned* box, const StagedBox& b) {
+    unsigned bias = 0u - (kFloorBits + (unsigned)b.y0) * (unsigned)kStagedPitch -
+                    (kFloorBits + (unsigned)b.x0);
+#if !defined(CUPYPREP_EMULATOR)
+    bias = bias * 4u + (unsigned)__cvta_generic_to_shared(box);
+    asm("mov.b32 %0, %0;" : "+r"(bias));  // one term: each pixel's address is 2 instructions
+#endif
+    return bias;
+}
+
+// One output pixel at source (sx, sy): the border value where EDGE and every tap lies
+// outside the w x h image (warp_linear's test), else blended from box b.
+template <int CN, bool EDGE>
+__device__ __forceinline__ void staged_value(const unsigned* box, const StagedBox& b, unsigned bias,
+                                             float sx, float sy, float w, float h,
+                                             const unsigned (&bv)[CN], unsigned (&v)[CN]) {
+    if (EDGE && (sx < -1.f || sx >= w || sy < -1.f || sy >= h)) {
+#pragma unroll
+        for (int c = 0; c < CN; ++c) v[c] = bv[c];
+    } else {
+        staged_blend<CN>(box, b, bias, sx, sy, v);
+    }
+}
+
 template <int CN>
 __device__ __forceinline__ void staged_store(unsigned char* out, bool words, const unsigned (&v)[CN]) {
     if constexpr (CN == 4) {
@@ -1588,14 +1615,7 @@ __device__ __forceinline__ void staged_pixels(const unsigned* box, const StagedB
     constexpr int kRowStep = 2 * kStagedWarps;
     const int x0 = ox + (threadIdx.x & 15), y0 = oy + (threadIdx.x >> 4);
     if (x0 >= dw || y0 >= dh) return;
-    // the box's word of source pixel (ix, iy), from the bit patterns of 1.5 * 2^23 + ix / iy
-    // (on the device, its shared-memory address: 4 times that plus the box's)
-    unsigned bias = 0u - (kFloorBits + (unsigned)b.y0) * (unsigned)kStagedPitch -
-                    (kFloorBits + (unsigned)b.x0);
-#if !defined(CUPYPREP_EMULATOR)
-    bias = bias * 4u + (unsigned)__cvta_generic_to_shared(box);
-    asm("mov.b32 %0, %0;" : "+r"(bias));  // one term: each pixel's address is 2 instructions
-#endif
+    const unsigned bias = staged_tap_bias(box, b);
     const float w = (float)sw, h = (float)sh;  // exact: below 2^21 where a box is staged
     const int y_end = min(oy + S, dh);
     float fx[kPer];
@@ -1620,13 +1640,9 @@ __device__ __forceinline__ void staged_pixels(const unsigned* box, const StagedB
                     sx = __fadd_rn(__fmaf_rn(fx[j], m[0], py), m[2]);
                     sy = __fadd_rn(__fmaf_rn(fx[j], m[3], qy), m[5]);
                 }
-                if (EDGE && (sx < -1.f || sx >= w || sy < -1.f || sy >= h)) {
-                    staged_store<CN>(out + j * 16 * CN, words, bv);
-                } else {
-                    unsigned v[CN];
-                    staged_blend<CN>(box, b, bias, sx, sy, v);
-                    staged_store<CN>(out + j * 16 * CN, words, v);
-                }
+                unsigned v[CN];
+                staged_value<CN, EDGE>(box, b, bias, sx, sy, w, h, bv, v);
+                staged_store<CN>(out + j * 16 * CN, words, v);
             }
         }
     }
@@ -1645,12 +1661,7 @@ __device__ __forceinline__ void staged_pixels_out(const unsigned* box, const Sta
     constexpr int kRowVecs = S * CN / 16;  // 16-byte words a row
     const int lane = threadIdx.x & 31;
     const int x0 = ox + (threadIdx.x & 15), y0 = oy + (threadIdx.x >> 4);
-    unsigned bias = 0u - (kFloorBits + (unsigned)b.y0) * (unsigned)kStagedPitch -
-                    (kFloorBits + (unsigned)b.x0);
-#if !defined(CUPYPREP_EMULATOR)
-    bias = bias * 4u + (unsigned)__cvta_generic_to_shared(box);
-    asm("mov.b32 %0, %0;" : "+r"(bias));
-#endif
+    const unsigned bias = staged_tap_bias(box, b);
     const float w = (float)sw, h = (float)sh;
     float fx[kPer];
 #pragma unroll
@@ -1671,12 +1682,7 @@ __device__ __forceinline__ void staged_pixels_out(const unsigned* box, const Sta
         for (int j = 0; j < kPer; ++j) {
             const float sx = __fmaf_rn(m[0], fx[j], rx), sy = __fmaf_rn(m[3], fx[j], ry);
             unsigned v[CN];
-            if (EDGE && (sx < -1.f || sx >= w || sy < -1.f || sy >= h)) {
-#pragma unroll
-                for (int c = 0; c < CN; ++c) v[c] = bv[c];
-            } else {
-                staged_blend<CN>(box, b, bias, sx, sy, v);
-            }
+            staged_value<CN, EDGE>(box, b, bias, sx, sy, w, h, bv, v);
 #pragma unroll
             for (int c = 0; c < CN; ++c) mine[16 * CN * j + c] = (unsigned char)v[c];
         }
@@ -1810,7 +1816,7 @@ __device__ __forceinline__ void staged_make(const StagedCall<CN>& k, const Stage
             staged_copy<CN, false>(k.s, b, k.box, k.fill, k.fw);
         __syncthreads();
         const bool body = ox + S <= k.body_end;
-        if (S == kStagedTile && body && k.vec16 && ox + S <= k.dw && oy + S <= k.dh) {
+        if (S == kStagedTile && body && k.vec16 && oy + S <= k.dh) {  // body: ox + S <= body_end <= dw
             unsigned char* stage = k.out_stage + (threadIdx.x >> 5) * (staged_out_bytes(CN) / kStagedWarps);
             if (b.inside)
                 staged_pixels_out<CN, false>(k.box, b, k.m, k.s.w, k.s.h, ox, oy, k.image_out, k.d_y, stage, k.bv);
