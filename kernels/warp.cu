@@ -1448,72 +1448,94 @@ __device__ __forceinline__ unsigned staged_pixel(const unsigned char* row, int x
     return v;
 }
 
+// K rows of the copy's thread (below) from row y on, rows rp apart, those before `end`: all
+// their loads issued before any is used.
+template <int CN, bool VEC, int K>
+__device__ __forceinline__ void staged_copy_rows(const StagedImage& s, bool x_in, int xo, int y,
+                                                 int rp, int end, unsigned* out, unsigned fill,
+                                                 const unsigned (&fw)[3]) {
+    const int s_y = (int)s.s_y;
+    unsigned w[K][CN];
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+        const int yj = y + j * rp;
+#pragma unroll
+        for (int c = 0; c < CN; ++c) w[j][c] = CN == 3 ? fw[c] : fill;
+        if (x_in && (unsigned)yj < (unsigned)s.h && yj < end) {
+            const unsigned* q = reinterpret_cast<const unsigned*>(s.img + (yj * s_y + xo));
+            if constexpr (VEC) {  // 4 channels, rows on 16 bytes: the group in one load
+                const uint4 v = __ldg(reinterpret_cast<const uint4*>(q));
+                w[j][0] = v.x, w[j][1] = v.y, w[j][2] = v.z, w[j][3] = v.w;
+            } else {
+#pragma unroll
+                for (int c = 0; c < CN; ++c) w[j][c] = __ldg(q + c);
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+        if (y + j * rp < end) {
+            uint4* o = reinterpret_cast<uint4*>(out + j * rp * kStagedPitch);
+            if constexpr (CN == 3)
+                *o = make_uint4(w[j][0], __funnelshift_r(w[j][0], w[j][1], 24),
+                                __funnelshift_r(w[j][1], w[j][2], 16), w[j][2] >> 8);
+            else
+                *o = make_uint4(w[j][0], w[j][1], w[j][2], w[j][3]);
+        }
+    }
+}
+
 // The block copies box b of image s into `box`: thread t takes group t % groups of rows
 // t / groups, t / groups + rows_par, ... (so a warp's 16-byte stores are adjacent), and
 // knows once where its column lies against the image. A group inside the image comes as
 // the CN aligned words that hold it (VEC, 4 channels of a source whose first byte and row
 // stride are multiples of 16: as one 16-byte word), every other as the border value; then
-// the threads whose groups cross the image's left or right edge redo theirs pixel by
-// pixel. Rows kStagedPitch words apart: 4 times an odd number keeps the 16-byte stores free
-// of bank conflicts. fw: the border value's pattern words (staged_fill), which the
-// 3-channel unpacking turns into 4 border words.
+// the threads whose groups cross the image's right edge redo theirs pixel by pixel. Rows
+// kStagedPitch words apart: 4 times an odd number keeps the 16-byte stores free of bank
+// conflicts. fw: the border value's pattern words (staged_fill), which the 3-channel
+// unpacking turns into 4 border words.
 template <int CN, bool VEC>
 __device__ __forceinline__ void staged_copy(const StagedImage& s, const StagedBox& b,
                                             unsigned* box, unsigned fill,
                                             const unsigned (&fw)[3]) {
-    // kBatch rows a thread at a time, all their loads issued before any is used (one
-    // group at a time, each waited for its loads in turn: 45% of W5's stall samples)
-    constexpr int kBatch = 8;
     const int rp = b.rows_par;
     // t / groups: (t + 1/2) / groups is at least 1 / (2 groups) from a whole number, far
     // more than the product's rounding
     const int r0 = (int)__fmul_rn((float)threadIdx.x + 0.5f, b.rcp);
-    if (r0 >= rp) return;  // the threads past the last whole row of groups
+    // the first row of the warp's first thread, which has the most rows of the warp: the
+    // loop below runs by it, the same for the whole warp (a lane with fewer leaves its last
+    // row out; one past the last whole row of groups, all of them)
+    const int rw = (int)__fmul_rn((float)(threadIdx.x & ~31u) + 0.5f, b.rcp);
+    if (rw >= rp) return;
+    int yw = b.y0 + rw;
     const int g = threadIdx.x - r0 * b.groups;
     const int x = b.x0 + kStagedGroup * g;
     const bool x_in = x >= 0 && x <= s.w - kStagedGroup;
     // byte offsets of pixels inside the image fit 32 bits (staged_box)
-    const int xo = x * CN, s_y = (int)s.s_y;
-    const int y_end = b.y0 + b.rows;
+    const int xo = x * CN;
+    const int y_end = b.y0 + b.rows, end = r0 < rp ? y_end : b.y0;
     unsigned* const first = box + r0 * kStagedPitch + kStagedGroup * g;
     unsigned* out = first;
-    for (int y = b.y0 + r0; y < y_end; y += kBatch * rp, out += kBatch * rp * kStagedPitch) {
-        unsigned w[kBatch][CN];
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-            const int yj = y + j * rp;
-#pragma unroll
-            for (int c = 0; c < CN; ++c) w[j][c] = CN == 3 ? fw[c] : fill;
-            if (x_in && (unsigned)yj < (unsigned)s.h && yj < y_end) {
-                const unsigned* q = reinterpret_cast<const unsigned*>(s.img + (yj * s_y + xo));
-                if constexpr (VEC) {  // 4 channels, rows on 16 bytes: the group in one load
-                    const uint4 v = __ldg(reinterpret_cast<const uint4*>(q));
-                    w[j][0] = v.x, w[j][1] = v.y, w[j][2] = v.z, w[j][3] = v.w;
-                } else {
-#pragma unroll
-                    for (int c = 0; c < CN; ++c) w[j][c] = __ldg(q + c);
-                }
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-            if (y + j * rp < y_end) {
-                uint4* o = reinterpret_cast<uint4*>(out + j * rp * kStagedPitch);
-                if constexpr (CN == 3)
-                    *o = make_uint4(w[j][0], __funnelshift_r(w[j][0], w[j][1], 24),
-                                    __funnelshift_r(w[j][1], w[j][2], 16), w[j][2] >> 8);
-                else
-                    *o = make_uint4(w[j][0], w[j][1], w[j][2], w[j][3]);
-            }
-        }
-    }
-    if (x_in || x >= s.w || x <= -kStagedGroup) return;
-    // across the image's left or right edge: the rows inside the image, pixel by pixel
-    // (the loop above stored the border value in the others)
+    int y = b.y0 + r0;
+    // 8 rows a thread at a time (one group at a time, each waited for its loads in turn:
+    // 45% of W5's stall samples), the last 1 to 8 of the warp's first thread in one more
+    // turn of 1, 4 or 8 rows (W5: 1.11 times the rows the warps need; 8 a turn throughout,
+    // 1.42 times)
+    for (; yw + 8 * rp < y_end; y += 8 * rp, yw += 8 * rp, out += 8 * rp * kStagedPitch)
+        staged_copy_rows<CN, VEC, 8>(s, x_in, xo, y, rp, end, out, fill, fw);
+    if (yw + 4 * rp < y_end)
+        staged_copy_rows<CN, VEC, 8>(s, x_in, xo, y, rp, end, out, fill, fw);
+    else if (yw + rp < y_end)
+        staged_copy_rows<CN, VEC, 4>(s, x_in, xo, y, rp, end, out, fill, fw);
+    else if (yw < y_end)
+        staged_copy_rows<CN, VEC, 1>(s, x_in, xo, y, rp, end, out, fill, fw);
+    if (r0 >= rp || x_in || x >= s.w || x <= -kStagedGroup) return;
+    // across the image's right edge: the rows inside the image, pixel by pixel (the loop
+    // above stored the border value in the others)
     out = first;
-    for (int y = b.y0 + r0; y < y_end; y += rp, out += rp * kStagedPitch) {
+    for (y = b.y0 + r0; y < y_end; y += rp, out += rp * kStagedPitch) {
         if ((unsigned)y < (unsigned)s.h) {
-            const unsigned char* row = s.img + y * s_y;
+            const unsigned char* row = s.img + y * (int)s.s_y;
             *reinterpret_cast<uint4*>(out) = make_uint4(
                 staged_pixel<CN>(row, x, s.w, fill), staged_pixel<CN>(row, x + 1, s.w, fill),
                 staged_pixel<CN>(row, x + 2, s.w, fill), staged_pixel<CN>(row, x + 3, s.w, fill));
