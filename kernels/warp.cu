@@ -1517,15 +1517,13 @@ __device__ __forceinline__ void staged_copy(const StagedImage& s, const StagedBo
     unsigned* const first = box + r0 * kStagedPitch + kStagedGroup * g;
     unsigned* out = first;
     int y = b.y0 + r0;
-    // 8 rows a thread at a time (one group at a time, each waited for its loads in turn:
-    // 45% of W5's stall samples), the last 1 to 8 of the warp's first thread in one more
-    // turn of 1, 4 or 8 rows (W5: 1.11 times the rows the warps need; 8 a turn throughout,
-    // 1.42 times)
-    for (; yw + 8 * rp < y_end; y += 8 * rp, yw += 8 * rp, out += 8 * rp * kStagedPitch)
+    // 8 rows a thread at a time while the warp's first thread has more than 4 left (one
+    // group at a time, each waited for its loads in turn: 45% of W5's stall samples), then
+    // its last 2 to 4 or 1 in one turn of 4 or 1 (W5: 1.11 times the rows the warps need;
+    // 8 a turn throughout, 1.42 times)
+    for (; yw + 4 * rp < y_end; y += 8 * rp, yw += 8 * rp, out += 8 * rp * kStagedPitch)
         staged_copy_rows<CN, VEC, 8>(s, x_in, xo, y, rp, end, out, fill, fw);
-    if (yw + 4 * rp < y_end)
-        staged_copy_rows<CN, VEC, 8>(s, x_in, xo, y, rp, end, out, fill, fw);
-    else if (yw + rp < y_end)
+    if (yw + rp < y_end)
         staged_copy_rows<CN, VEC, 4>(s, x_in, xo, y, rp, end, out, fill, fw);
     else if (yw < y_end)
         staged_copy_rows<CN, VEC, 1>(s, x_in, xo, y, rp, end, out, fill, fw);
