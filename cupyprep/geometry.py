@@ -799,12 +799,7 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
                     and _staged_aligned([arrays] if uniform else arrays, src_steps)):
                 # the same arguments: it reads no tables and no rows a block
                 fn = _kernels.get_function("warp.cu", _staged_expr(c, not uniform))
-                tile = _STAGED_TILE
-                tiles_y = (dh + tile - 1) // tile
-                grid = (min((dw + tile - 1) // tile, 65535),
-                        min((tiles_y + _STAGED_TILE_ROWS - 1) // _STAGED_TILE_ROWS, 65535),
-                        min(n_out, 65535))
-                fn(grid, (_STAGED_THREADS, 1, 1), args)
+                fn(_staged_grid(dh, dw, n_out), (_STAGED_THREADS, 1, 1), args)
                 return native
             fn = _kernels.get_function("warp.cu", _warp_expr(
                 "perspective" if perspective else "affine", kernel, dtype, c, dense, pixels,
@@ -829,9 +824,14 @@ _STAGED_THREADS = 256
 # the kernel's launch bound, blocks an SM: 4 (64 registers, a box of up to 47.5 KB) ran W5 at
 # 0.0687 ms, 5 (48 registers, 44 KB) at 0.0767
 _STAGED_BLOCKS = 4
-# rows of tiles a block makes, one after another (its image's setup done once for them): 2
-# ran W5 within 1% of 1 and zoom-outs by 2 4% slower (a block's tiles differ in cost)
-_STAGED_TILE_ROWS = 1
+
+
+def _staged_grid(dh, dw, n_out):
+    """The staged kernel's grid: a block a tile (x, y) of an image (z). Past 65535 in any
+    dimension its blocks loop over more tiles or images."""
+    tile = _STAGED_TILE
+    return (min((dw + tile - 1) // tile, 65535), min((dh + tile - 1) // tile, 65535),
+            min(n_out, 65535))
 
 
 def _staged_aligned(sources, steps):

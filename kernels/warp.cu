@@ -1299,6 +1299,18 @@ CUPYPREP_WARP_KERNEL(perspective, true, nearest_fixed, (warp_nearest_fixed<T, CN
 CUPYPREP_WARP_KERNEL(perspective, true, linear_fixed, (warp_linear_fixed<T, CN, P>(it, d_c, border, bval, itab, ftab, block_w)))
 
 // --- uint8 linear affine warps, constant border: the tile's source box in shared memory ---
+#if defined(CUPYPREP_STAGED_TRACE)
+// development only (benchmarks/staged_dev.py): each block's start, plan, copy and end
+// times, its SM and its tile's action
+__device__ unsigned long long cupyprep_staged_trace[8 << 16];
+__device__ __forceinline__ unsigned long long staged_now() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__shared__ unsigned long long staged_trace_plan, staged_trace_copy;
+__shared__ int staged_trace_action;
+#endif
 // cupyprep_warp_affine_linear_staged<T = uint8, CN, LIST, BLOCKS> (CN 3 or 4; dense sources whose
 // first byte and row stride are multiples of 4, in every source of a list; dense outputs).
 // A block of kStagedThreads makes a kStagedTile-square output tile. Its taps lie in a box of
@@ -1311,8 +1323,9 @@ CUPYPREP_WARP_KERNEL(perspective, true, linear_fixed, (warp_linear_fixed<T, CN, 
 // (a zoom-out) is made as four tiles of half the side, and a half tile that does not fit
 // either (or copies far more than it reads, or whose coordinates are not finite, or whose
 // image's byte offsets pass 32 bits) pixel by pixel as the dense kernel makes them
-// (staged_direct). A launch's grid: x the tiles of a row, y groups of rows_of_tiles rows
-// (the host's _STAGED_TILE_ROWS), z the output images.
+// (staged_direct). A launch's grid: x the tiles of a row, y the tiles of a column, z the
+// output images (the host's geometry._staged_grid; past 65535 a block loops over more).
+// Thread 0 works out what a tile's threads share (StagedShared) before the plan's barrier.
 //
 // The box: every pixel's float coordinate (either of OpenCV's formulas, body or tail) lies
 // within 3 units in the last place of |m0 x| + |m1 y| + |m2| (three roundings) of the exact
@@ -1353,6 +1366,25 @@ struct StagedBox {
     unsigned exponent;
 };
 
+// What thread 0 works out for the block, read by every thread after the plan's barrier: the
+// tile's image (its fields, the matrix as floats), the border value's words and the plans.
+// Every warp working these out itself took about 180 instructions a warp a tile, 12% of
+// W5's, the same in every warp of a block.
+template <int CN>
+struct StagedShared {
+    StagedBox tile;     // the tile's plan
+    StagedBox plan[4];  // a split tile's quarters'
+    const unsigned char* img;
+    unsigned char* image_out;
+    cp::i64 s_y;
+    int h, w;
+    float m[6];
+    unsigned fill, fw[3];
+    unsigned bv[CN];
+    int flags;  // STAGED_OFFSETS32 | STAGED_VEC_SRC | STAGED_WORDS | STAGED_VEC16
+};
+enum { STAGED_OFFSETS32 = 1, STAGED_VEC_SRC = 2, STAGED_WORDS = 4, STAGED_VEC16 = 8 };
+
 // Each warp's two output rows, CN bytes a pixel, before their 16-byte stores
 // (staged_pixels_out).
 __host__ __device__ constexpr int staged_out_bytes(int cn) {
@@ -1360,11 +1392,16 @@ __host__ __device__ constexpr int staged_out_bytes(int cn) {
 }
 // The box's words, whole rows of kStagedPitch, for BLOCKS blocks of the kernel an SM (its
 // template parameter, the launch bound): at most 104 rows for 5, 112 for 4, and no more
-// than fit beside the output rows and the 4 plans in the 48 KB of static shared memory a
-// block may take (3 channels: 106 rows, 4: 103; W5's tallest box has 101).
+// than fit beside the output rows and the block's shared fields in the 48 KB of static
+// shared memory a block may take (3 channels: 106 rows, 4: 103; W5's tallest box has 101).
 __host__ __device__ constexpr int staged_words(int blocks, int cn) {
     const int most = blocks >= 5 ? 104 : 112;
-    const int fit = (49152 - staged_out_bytes(cn) - 4 * (int)sizeof(StagedBox)) / (4 * kStagedPitch);
+    const int fields = (cn == 3 ? (int)sizeof(StagedShared<3>) : (int)sizeof(StagedShared<4>))
+#if defined(CUPYPREP_STAGED_TRACE)
+                       + 32
+#endif
+        ;
+    const int fit = (49152 - staged_out_bytes(cn) - fields) / (4 * kStagedPitch);
     return (most < fit ? most : fit) * kStagedPitch;
 }
 // A half tile is staged only where its box copies at most this many words a pixel (a
@@ -1835,6 +1872,9 @@ __device__ __forceinline__ void staged_make(const StagedCall<CN>& k, const Stage
         else
             staged_copy<CN, false>(k.s, b, k.box, k.fill, k.fw);
         __syncthreads();
+#if defined(CUPYPREP_STAGED_TRACE)
+        if (threadIdx.x == 0) staged_trace_copy = staged_now();
+#endif
         const bool body = ox + S <= k.body_end;
         if (S == kStagedTile && body && k.vec16 && oy + S <= k.dh) {  // body: ox + S <= body_end <= dw
             unsigned char* stage = k.out_stage + (threadIdx.x >> 5) * (staged_out_bytes(CN) / kStagedWarps);
@@ -1857,17 +1897,11 @@ __device__ __forceinline__ void staged_make(const StagedCall<CN>& k, const Stage
     }
 }
 
-// The tile at (ox, oy): staged or filled whole, else as four quarters, each staged, filled
-// or made by staged_direct.
+// The tile at (ox, oy) by its plan b (thread 0 made it before the caller's barrier): staged
+// or filled whole, else as four quarters, each staged, filled or made by staged_direct.
 template <int CN>
-__device__ __forceinline__ void staged_tile(const StagedCall<CN>& k, int ox, int oy) {
-    if (threadIdx.x == 0)
-        k.plan[0] = staged_box(k.m, ox, oy, min(ox + kStagedTile, k.dw) - 1,
-                               min(oy + kStagedTile, k.dh) - 1, k.s.w, k.s.h, k.capacity,
-                               k.capacity, k.offsets32);
-    __syncthreads();
-    const StagedBox b = k.plan[0];
-    __syncthreads();  // read by all before the quarters' plans replace it
+__device__ __forceinline__ void staged_tile(const StagedCall<CN>& k, const StagedBox& b, int ox,
+                                            int oy) {
     if (b.action != SPLIT) {
         staged_make<CN, kStagedTile>(k, b, ox, oy);
         return;
@@ -1900,43 +1934,107 @@ __device__ __forceinline__ void staged_tile(const StagedCall<CN>& k, int ox, int
 template <typename T, int CN, bool LIST, int BLOCKS>
 __global__ void __launch_bounds__(kStagedThreads, BLOCKS)
 cupyprep_warp_affine_linear_staged(CUPYPREP_WARP_PARAMS) {
+#if defined(CUPYPREP_STAGED_TRACE)
+    const unsigned long long trace_start = staged_now();
+#endif
     static_assert(sizeof(T) == 1 && (CN == 3 || CN == 4), "uint8, 3 or 4 channels");
     __shared__ __align__(16) unsigned box[staged_words(BLOCKS, CN)];
-    __shared__ StagedBox plan[4];
     __shared__ __align__(16) unsigned char out_stage[staged_out_bytes(CN)];
-    StagedCall<CN> k;
-    k.bval[0] = bv0, k.bval[1] = bv1, k.bval[2] = bv2, k.bval[3] = bv3;
-    k.fill = 0;
-#pragma unroll
-    for (int c = 0; c < CN; ++c) {
-        k.bv[c] = (unsigned)k.bval[c];  // whole numbers in [0, 255] for uint8
-        k.fill |= k.bv[c] << (8 * c);
-    }
-    k.fw[0] = CN == 3 ? __byte_perm(k.fill, 0u, 0x0210u) : k.fill;
-    k.fw[1] = CN == 3 ? __byte_perm(k.fill, 0u, 0x1021u) : k.fill;
-    k.fw[2] = CN == 3 ? __byte_perm(k.fill, 0u, 0x2102u) : k.fill;
-    k.dw = dw, k.dh = dh, k.body_end = body_end, k.d_y = d_y;
-    k.box = box;
-    k.capacity = staged_words(BLOCKS, CN);
-    k.plan = plan;
-    k.out_stage = out_stage;
+    __shared__ StagedShared<CN> shared;
     const int tiles_x = (dw + kStagedTile - 1) / kStagedTile;
     const int tiles_y = (dh + kStagedTile - 1) / kStagedTile;
-    for (int n = blockIdx.z; n < n_out; n += gridDim.z) {
-        const Item<T> it = image_item<T>(n, src, LIST, src_table, src_list.v, sh, sw, s_n, s_y,
-                                         s_x, s_c, src_index, mats, mat_step, mat_value.v);
-        k.s = {it.img, it.h, it.w, it.s_y};
-        k.offsets32 = (cp::i64)it.h * (it.s_y < 0 ? -it.s_y : it.s_y) + (cp::i64)it.w * CN < (1ll << 31);
-        k.vec_src = CN == 4 && (((unsigned long long)it.img | (unsigned long long)it.s_y) & 15u) == 0;
+    if (threadIdx.x == 0) {  // the border value's words, once a block
+        unsigned fill = 0;
 #pragma unroll
-        for (int j = 0; j < 6; ++j) k.m[j] = (float)it.m[j];
-        k.image_out = reinterpret_cast<unsigned char*>(dst) + (cp::i64)n * d_n;
-        k.words = CN == 4 && (((unsigned long long)k.image_out | (unsigned long long)d_y) & 3u) == 0;
-        k.vec16 = (((unsigned long long)k.image_out | (unsigned long long)d_y) & 15u) == 0;
-        for (int ty = blockIdx.y; ty < tiles_y; ty += gridDim.y)
-            for (int tx = blockIdx.x; tx < tiles_x; tx += gridDim.x)
-                staged_tile<CN>(k, tx * kStagedTile, ty * kStagedTile);
+        for (int c = 0; c < CN; ++c) {
+            const float bval = c == 0 ? bv0 : (c == 1 ? bv1 : (c == 2 ? bv2 : bv3));
+            shared.bv[c] = (unsigned)bval;  // whole numbers in [0, 255] for uint8
+            fill |= shared.bv[c] << (8 * c);
+        }
+        shared.fill = fill;
+        shared.fw[0] = CN == 3 ? __byte_perm(fill, 0u, 0x0210u) : fill;
+        shared.fw[1] = CN == 3 ? __byte_perm(fill, 0u, 0x1021u) : fill;
+        shared.fw[2] = CN == 3 ? __byte_perm(fill, 0u, 0x2102u) : fill;
     }
+    for (int n = blockIdx.z; n < n_out; n += gridDim.z) {
+        for (int ty = blockIdx.y; ty < tiles_y; ty += gridDim.y) {
+            for (int tx = blockIdx.x; tx < tiles_x; tx += gridDim.x) {
+                const int ox = tx * kStagedTile, oy = ty * kStagedTile;
+                if (threadIdx.x == 0) {
+                    // the image's fields (again for each tile: thread 0's registers are
+                    // cheaper than keeping them live), then the tile's plan
+                    const Item<T> it = image_item<T>(n, src, LIST, src_table, src_list.v, sh, sw, s_n,
+                                                     s_y, s_x, s_c, src_index, mats, mat_step,
+                                                     mat_value.v);
+                    float m[6];
+#pragma unroll
+                    for (int j = 0; j < 6; ++j) shared.m[j] = m[j] = (float)it.m[j];
+                    const bool offsets32 =
+                        (cp::i64)it.h * (it.s_y < 0 ? -it.s_y : it.s_y) + (cp::i64)it.w * CN < (1ll << 31);
+                    unsigned char* const image_out = reinterpret_cast<unsigned char*>(dst) + (cp::i64)n * d_n;
+                    const unsigned long long out_bits = (unsigned long long)image_out | (unsigned long long)d_y;
+                    shared.img = it.img;
+                    shared.image_out = image_out;
+                    shared.s_y = it.s_y;
+                    shared.h = it.h;
+                    shared.w = it.w;
+                    shared.flags =
+                        (offsets32 ? STAGED_OFFSETS32 : 0) |
+                        (CN == 4 && (((unsigned long long)it.img | (unsigned long long)it.s_y) & 15u) == 0
+                             ? STAGED_VEC_SRC : 0) |
+                        (CN == 4 && (out_bits & 3u) == 0 ? STAGED_WORDS : 0) |
+                        ((out_bits & 15u) == 0 ? STAGED_VEC16 : 0);
+                    shared.tile = staged_box(m, ox, oy, min(ox + kStagedTile, dw) - 1,
+                                             min(oy + kStagedTile, dh) - 1, it.w, it.h,
+                                             staged_words(BLOCKS, CN), staged_words(BLOCKS, CN),
+                                             offsets32);
+                }
+                __syncthreads();
+                StagedCall<CN> k;
+                k.s = {shared.img, shared.h, shared.w, shared.s_y};
+#pragma unroll
+                for (int j = 0; j < 6; ++j) k.m[j] = shared.m[j];
+                k.dw = dw, k.dh = dh, k.body_end = body_end, k.d_y = d_y;
+                k.image_out = shared.image_out;
+                const int flags = shared.flags;
+                k.words = (flags & STAGED_WORDS) != 0;
+                k.vec16 = (flags & STAGED_VEC16) != 0;
+                k.offsets32 = (flags & STAGED_OFFSETS32) != 0;
+                k.vec_src = (flags & STAGED_VEC_SRC) != 0;
+                k.bval[0] = bv0, k.bval[1] = bv1, k.bval[2] = bv2, k.bval[3] = bv3;
+#pragma unroll
+                for (int c = 0; c < CN; ++c) k.bv[c] = shared.bv[c];
+                k.fill = shared.fill;
+                k.fw[0] = shared.fw[0], k.fw[1] = shared.fw[1], k.fw[2] = shared.fw[2];
+                k.box = box;
+                k.capacity = staged_words(BLOCKS, CN);
+                k.plan = shared.plan;
+                k.out_stage = out_stage;
+                const StagedBox b = shared.tile;
+#if defined(CUPYPREP_STAGED_TRACE)
+                if (threadIdx.x == 0) {
+                    staged_trace_plan = staged_trace_copy = staged_now();
+                    staged_trace_action = b.action + (b.inside ? 8 : 0);
+                }
+#endif
+                staged_tile<CN>(k, b, ox, oy);
+                // the fields and the plan are read until here (a barrier right after reading
+                // them, before the copy, made W5 1.4% slower)
+                __syncthreads();
+            }
+        }
+    }
+#if defined(CUPYPREP_STAGED_TRACE)
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        unsigned long long* t = cupyprep_staged_trace +
+            8ull * (blockIdx.x + gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z));
+        t[0] = trace_start, t[1] = staged_trace_plan, t[2] = staged_trace_copy, t[3] = staged_now();
+        t[4] = sm, t[5] = staged_trace_action;
+    }
+#endif
 }
 
 // --- matrices made on the device: random_affine, estimate_similarity / align_faces ---

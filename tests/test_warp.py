@@ -1580,6 +1580,21 @@ def test_kernel_staged_lists_and_views(kernels, monkeypatch, warp_variants, chan
         assert kernels.get(flat)[0] == kernels.get(kernels.poisoned((1,), np.uint8))[0]
 
 
+@pytest.mark.parametrize("grid", [(1, 1, 1), (2, 1, 3)])
+def test_kernel_staged_blocks_loop_over_tiles(kernels, monkeypatch, warp_variants, grid):
+    """Where an output has more tiles or images than a grid dimension holds (65535), each
+    block makes several tiles, one after another; a grid smaller than the work forces that
+    here: a block makes staged, filled and split tiles of several images in turn (thread 0
+    rewrites the block's fields and plan for each), and the result is still cv2's."""
+    monkeypatch.setattr(G, "_WARP_STAGED", True)
+    monkeypatch.setattr(G, "_staged_grid", lambda dh, dw, n_out: grid)
+    rng = np.random.default_rng(175)
+    host = random_image(rng, (8, 67, 132, 3), np.uint8)
+    Ms = staged_matrices(rng, 67, 132)
+    check_batch(kernels, kernels.put(host), host, Ms, (129, 140), "linear", "constant", (7, 8, 9))
+    assert warp_variants == [STAGED.format(c=3, listed="false")]
+
+
 def test_kernel_staged_agrees_with_dense_on_any_matrix(kernels, monkeypatch, warp_variants):
     """Device matrices are not read on the host: non-finite and huge ones reach the kernel.
     The staged kernel gives the dense kernel's results for them (and for random ones), byte
