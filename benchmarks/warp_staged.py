@@ -1,5 +1,5 @@
-"""The staged uint8 linear warp (a tile's source box in shared memory; 1 or 2 rows of tiles
-a block) against the dense kernel, on W5 and inputs around it.
+"""The staged uint8 linear warp (a tile's source box in shared memory) against the dense
+kernel, on W5 and inputs around it.
 
     python -m benchmarks.warp_staged [--rounds N] [--json PATH] [--profile]
 
@@ -25,12 +25,9 @@ from ._timing import copy_bandwidth, time_cuda
 
 N, H, W = 64, 512, 512
 L2_BYTES = 3 * 60 << 20
-# the geometry settings of each kernel timed (_WARP_STAGED, and for the staged kernel the
-# rows of tiles a block makes)
-KINDS = {"dense": dict(_WARP_STAGED=False),
-         "staged, 1 tile row": dict(_WARP_STAGED=True, _STAGED_TILE_ROWS=1),
-         "staged, 2 tile rows": dict(_WARP_STAGED=True, _STAGED_TILE_ROWS=2)}
-DEFAULTS = {k: getattr(geometry, k) for k in ("_WARP_STAGED", "_STAGED_TILE_ROWS")}
+# the geometry settings of each kernel timed
+KINDS = {"dense": dict(_WARP_STAGED=False), "staged": dict(_WARP_STAGED=True)}
+DEFAULTS = {k: getattr(geometry, k) for k in ("_WARP_STAGED",)}
 STAGED = next(k for k, v in KINDS.items() if k != "dense" and all(
     getattr(geometry, a) == x for a, x in v.items() if a != "_WARP_STAGED"))
 
@@ -61,6 +58,40 @@ def cases():
         yield f"all at {angle:g} degrees", 3, *inverse_matrices(np.full(N, angle), 0.9), False
 
 
+def workload(c, inv, gen, listed=False):
+    """Input sets of N images H x W x c (enough to pass the L2; as lists of images where
+    `listed`) and ``fn(i)``, which warps set i by the inverse matrices `inv` into ``out``:
+    ``(fn, sets, out, inputs)``."""
+    sets = max(2, math.ceil(L2_BYTES / (N * H * W * c)))
+    inputs = [torch.randint(0, 256, (N, H, W, c), dtype=torch.uint8, device="cuda", generator=gen)
+              for _ in range(sets)]
+    if listed:
+        inputs = [list(x) for x in inputs]
+    out = torch.empty((N, H, W, c), dtype=torch.uint8, device="cuda")
+
+    def fn(i):
+        cupyprep.warp_affine(inputs[i], inv, (H, W), inverse_map=True, out=out)
+
+    return fn, sets, out, inputs
+
+
+def alternate(fn, sets, out, setups, rounds):
+    """``fn`` timed after each of ``setups`` (name: a callable that selects the kernel), in
+    turn for `rounds` rounds: ``(times, outputs)``, each by name (an output: set 0's, made
+    into `out` poisoned first)."""
+    times = {k: [] for k in setups}
+    results = {}
+    for _ in range(rounds):
+        for name, setup in setups.items():
+            setup()
+            times[name].append(time_cuda(fn, sets)["median_ms"])
+            out.fill_(7)
+            fn(0)
+            torch.cuda.synchronize()
+            results[name] = out.clone()
+    return times, results
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.warp_staged")
     parser.add_argument("--rounds", type=int, default=2)
@@ -82,26 +113,10 @@ def main(argv=None):
     print(f"device: {torch.cuda.get_device_name()}; copy rate {rate / 1e12:.2f} TB/s", flush=True)
     rows = []
     for name, c, inv, mats, listed in cases():
+        fn, sets, out, inputs = workload(c, inv, gen, listed)
         nbytes = N * H * W * c
-        sets = max(2, math.ceil(L2_BYTES / nbytes))
-        inputs = [torch.randint(0, 256, (N, H, W, c), dtype=torch.uint8, device="cuda",
-                                generator=gen) for _ in range(sets)]
-        if listed:
-            inputs = [list(x) for x in inputs]
-        out = torch.empty((N, H, W, c), dtype=torch.uint8, device="cuda")
-
-        def fn(i, inputs=inputs, out=out, inv=inv):
-            cupyprep.warp_affine(inputs[i], inv, (H, W), inverse_map=True, out=out)
-
-        times = {k: [] for k in KINDS}
-        results = {}
-        for _ in range(args.rounds):
-            for kind, settings in KINDS.items():
-                configure(settings)
-                times[kind].append(time_cuda(fn, sets)["median_ms"])
-                fn(0)
-                torch.cuda.synchronize()
-                results[kind] = out.clone()
+        times, results = alternate(fn, sets, out, {k: (lambda s=s: configure(s)) for k, s in KINDS.items()},
+                                   args.rounds)
         configure({})
         equal = all(torch.equal(results[k], results["dense"]) for k in KINDS)
         cv2_equal = ""
