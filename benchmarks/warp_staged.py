@@ -25,16 +25,12 @@ from ._timing import copy_bandwidth, time_cuda
 
 N, H, W = 64, 512, 512
 L2_BYTES = 3 * 60 << 20
-# the geometry settings of each kernel timed
-KINDS = {"dense": dict(_WARP_STAGED=False), "staged": dict(_WARP_STAGED=True)}
-DEFAULTS = {k: getattr(geometry, k) for k in ("_WARP_STAGED",)}
-STAGED = next(k for k, v in KINDS.items() if k != "dense" and all(
-    getattr(geometry, a) == x for a, x in v.items() if a != "_WARP_STAGED"))
+# each kernel timed: geometry._WARP_STAGED
+KINDS = {"dense": False, "staged": True}
 
 
-def configure(settings):
-    for attr, value in {**DEFAULTS, **settings}.items():
-        setattr(geometry, attr, value)
+def configure(staged):
+    geometry._WARP_STAGED = staged
 
 
 def inverse_matrices(angles, scale, shift=(0.0, 0.0)):
@@ -115,14 +111,15 @@ def main(argv=None):
     for name, c, inv, mats, listed in cases():
         fn, sets, out, inputs = workload(c, inv, gen, listed)
         nbytes = N * H * W * c
+        default = geometry._WARP_STAGED
         times, results = alternate(fn, sets, out, {k: (lambda s=s: configure(s)) for k, s in KINDS.items()},
                                    args.rounds)
-        configure({})
+        configure(default)
         equal = all(torch.equal(results[k], results["dense"]) for k in KINDS)
         cv2_equal = ""
         if name.startswith("W5"):
             host = [x.cpu().numpy() for x in inputs[0]]
-            got = results[STAGED].cpu().numpy()
+            got = results["staged"].cpu().numpy()
             cv2_equal = all(np.array_equal(got[n], cv2.warpAffine(host[n], mats[n], (W, H),
                                                                   flags=cv2.INTER_LINEAR))
                             for n in range(N))
