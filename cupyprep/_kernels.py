@@ -187,6 +187,28 @@ def launch_3d(fn, n, h, w, args, block_x=BLOCK_3D, block_y=1):
     fn(grid, (block_x, block_y, 1), args)
 
 
+# Streaming multiprocessors the emulator reports (small, so that launches shaped by the
+# GPU's size take their every form on small test inputs)
+EMULATED_MULTIPROCESSORS = 2
+
+
+def multiprocessors() -> int:
+    """The current device's streaming multiprocessors (under the emulator,
+    ``EMULATED_MULTIPROCESSORS``)."""
+    if _emulators:
+        return EMULATED_MULTIPROCESSORS
+    import cupy
+
+    return _multiprocessors(cupy.cuda.runtime.getDevice())
+
+
+@functools.lru_cache(maxsize=None)
+def _multiprocessors(device):
+    import cupy
+
+    return int(cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"])
+
+
 # Images whose per-image data goes to a kernel by value (kernels/common.cuh's
 # kImagesByValue): a list's records (RaggedImage), preprocess's plans, PreprocessMeta's
 # mapping. A longer list's go in one device table.

@@ -796,10 +796,14 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
                 i32(n_out), i32(thread_rows))
             if (_WARP_STAGED and dense and not perspective and kernel == "linear"
                     and dtype == np.uint8 and c in _STAGED_CHANNELS and border_mode == "constant"
-                    and _staged_aligned([arrays] if uniform else arrays, src_steps)):
-                # the same arguments: it reads no tables and no rows a block
+                    and _staged_aligned([arrays] if uniform else arrays, src_steps)
+                    and _staged_tiles(dh, dw, n_out) < 2 ** 31):
+                # the same arguments, then its work's split: it reads no tables and no rows
+                # a block
                 fn = _kernels.get_function("warp.cu", _staged_expr(c, not uniform))
-                fn(_staged_grid(dh, dw, n_out), (_STAGED_THREADS, 1, 1), args)
+                grid, split = _staged_launch(dh, dw, n_out)
+                if grid:
+                    fn((grid, 1, 1), (_STAGED_THREADS, 1, 1), args + split)
                 return native
             fn = _kernels.get_function("warp.cu", _warp_expr(
                 "perspective" if perspective else "affine", kernel, dtype, c, dense, pixels,
@@ -826,12 +830,36 @@ _STAGED_THREADS = 256
 _STAGED_BLOCKS = 4
 
 
-def _staged_grid(dh, dw, n_out):
-    """The staged kernel's grid: a block a tile (x, y) of an image (z). Past 65535 in any
-    dimension its blocks loop over more tiles or images."""
+# Tiles a block of the staged kernel makes in turn, one after another: the tiles after a
+# block's first wait for no plan (its threads work out all of them before the first), a
+# block's tiles are neighbours in a row of tiles (their boxes overlap, and the later copies
+# find much of theirs in the SM's cache), and the launch's last _STAGED_SINGLE_WAVES waves
+# of blocks (the blocks the GPU holds at once) make one tile each, which keeps its end
+# short (benchmarks/NOTES.md, "Tiles a block, single tiles last"). At most
+# _STAGED_MOST_TILES, the kernel's kStagedMostTiles.
+_STAGED_GROUP = 4
+_STAGED_SINGLE_WAVES = 1.5
+_STAGED_MOST_TILES = 8
+
+
+def _staged_tiles(dh, dw, n_out):
     tile = _STAGED_TILE
-    return (min((dw + tile - 1) // tile, 65535), min((dh + tile - 1) // tile, 65535),
-            min(n_out, 65535))
+    return -(-dh // tile) * -(-dw // tile) * n_out
+
+
+def _staged_launch(dh, dw, n_out):
+    """The staged kernel's grid (blocks along x; 0: nothing to make) and its split of the
+    work, ``(group, grouped)`` as int32: the tiles in order, image by image and row by row,
+    `group` a block for the first `grouped` blocks, then one a block. Past 2^31 - 1 blocks
+    the kernel's blocks loop over more."""
+    tiles = _staged_tiles(dh, dw, n_out)
+    group = _STAGED_GROUP
+    if not 1 <= group <= _STAGED_MOST_TILES:
+        raise ValueError(f"_STAGED_GROUP must be 1 to {_STAGED_MOST_TILES}, got {group}")
+    singles = min(tiles, math.ceil(_STAGED_SINGLE_WAVES * _kernels.multiprocessors() * _STAGED_BLOCKS))
+    grouped = (tiles - singles) // group
+    blocks = tiles - (group - 1) * grouped
+    return min(blocks, 2 ** 31 - 1), (np.int32(group), np.int32(grouped))
 
 
 def _staged_aligned(sources, steps):

@@ -2,6 +2,8 @@
 backend against OpenCV, and the kernels against cv2 (IPP off)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -1580,19 +1582,38 @@ def test_kernel_staged_lists_and_views(kernels, monkeypatch, warp_variants, chan
         assert kernels.get(flat)[0] == kernels.get(kernels.poisoned((1,), np.uint8))[0]
 
 
-@pytest.mark.parametrize("grid", [(1, 1, 1), (2, 1, 3)])
-def test_kernel_staged_blocks_loop_over_tiles(kernels, monkeypatch, warp_variants, grid):
-    """Where an output has more tiles or images than a grid dimension holds (65535), each
-    block makes several tiles, one after another; a grid smaller than the work forces that
-    here: a block makes staged, filled and split tiles of several images in turn (thread 0
-    rewrites the block's fields and plan for each), and the result is still cv2's."""
+@pytest.mark.parametrize("group, single_waves, most_blocks", [
+    (2, 1.0, None), (3, 0.5, None), (4, 0.0, None), (4, 1.5, None), (8, 0.25, None), (1, 1.0, 5),
+    (2, 1.0, 1), (3, 0.25, 4), (8, 0.0, 3)])
+def test_kernel_staged_splits_and_loops_over_tiles(kernels, monkeypatch, warp_variants, group,
+                                                   single_waves, most_blocks):
+    """The staged kernel's blocks make `group` tiles each in turn, then one each for the
+    launch's last waves (here 2 multiprocessors' worth: 8 blocks): with 9 tiles an image, a
+    block's tiles cross rows and images; and a grid smaller than the work (`most_blocks`)
+    makes each block loop over several items, grouped and single. Tiles staged, filled and
+    split, and the result is still cv2's."""
     monkeypatch.setattr(G, "_WARP_STAGED", True)
-    monkeypatch.setattr(G, "_staged_grid", lambda dh, dw, n_out: grid)
+    monkeypatch.setattr(G, "_STAGED_GROUP", group)
+    monkeypatch.setattr(G, "_STAGED_SINGLE_WAVES", single_waves)
+    monkeypatch.setattr(G._kernels, "multiprocessors", lambda: 2)  # the GPU's too
+    launch = G._staged_launch
+    launches = []
+
+    def capped(dh, dw, n_out):
+        grid, split = launch(dh, dw, n_out)
+        launches.append((grid, int(split[0]), int(split[1])))
+        return (grid if most_blocks is None else min(grid, most_blocks)), split
+
+    monkeypatch.setattr(G, "_staged_launch", capped)
     rng = np.random.default_rng(175)
     host = random_image(rng, (8, 67, 132, 3), np.uint8)
     Ms = staged_matrices(rng, 67, 132)
     check_batch(kernels, kernels.put(host), host, Ms, (129, 140), "linear", "constant", (7, 8, 9))
     assert warp_variants == [STAGED.format(c=3, listed="false")]
+    # 72 tiles: singles at the end (a whole number of them after the grouped blocks)
+    singles = min(72, math.ceil(single_waves * 2 * G._STAGED_BLOCKS))
+    grouped = (72 - singles) // group
+    assert launches == [(72 - (group - 1) * grouped, group, grouped)]
 
 
 def test_kernel_staged_agrees_with_dense_on_any_matrix(kernels, monkeypatch, warp_variants):
