@@ -1,12 +1,16 @@
 """Versions of the staged uint8 warp (kernels/warp.cu), timed side by side.
 
     python -m benchmarks.staged_dev [--source NAME=PATH ...] [--define NAME=MACRO ...]
+                                    [--set NAME=ATTR=VALUE[,ATTR=VALUE...] ...]
                                     [--variants current,NAME,...] [--rounds N] [--trace]
 
 A version is kernels/warp.cu as it is ("current"), another source file of it (``--source``:
 a copy with its includes inlined, as cupyprep._kernels.read_source returns it; an earlier
-revision's kernel must take the same template arguments and grid), or either built with a
-preprocessor definition (``--define``). All run in one process on W5 and inputs around it,
+revision's kernel must take the same template arguments), or either built with a
+preprocessor definition (``--define``), each with settings of cupyprep.geometry
+(``--set``, say ``_STAGED_GROUP=1``; ``launch=tiles``: the grid of kernels before the work
+split, a block a tile (x, y) of an image (z), for sources from before it). All run in one
+process on W5 and inputs around it,
 alternating for ``--rounds`` rounds (CUDA-event medians of graph replays, inputs rotated past
 the L2); outputs are compared byte for byte with the first version's. ``--trace`` runs W5
 once per version built with CUPYPREP_STAGED_TRACE (each block's start, plan, copy and end
@@ -31,11 +35,31 @@ BASE_OPTIONS = _kernels.NVRTC_OPTIONS
 _modules = {}
 
 
+GEOMETRY_DEFAULTS = {k: getattr(geometry, k) for k in ("_STAGED_GROUP", "_STAGED_SINGLE_WAVES")}
+
+
+def tiles_launch(fn):
+    """``fn`` (a kernel from before the work split) launched as a block a tile (x, y) of an
+    image (z), whatever grid and split the caller passes."""
+    def launch(grid, block, args):
+        *args, _, _ = args  # the split's two arguments
+        dh, dw, n_out = int(args[14]), int(args[15]), int(args[-2])
+        tiles = lambda v: (v + 63) // 64  # noqa: E731
+        fn((tiles(dw), tiles(dh), n_out), block, tuple(args))
+
+    return launch
+
+
 def use(name, trace=False):
     """Route warp.cu's staged kernels to the build of variant ``name``."""
     import cupy
 
     v = VARIANTS[name]
+    for k, value in GEOMETRY_DEFAULTS.items():
+        setattr(geometry, k, value)
+    for k, value in v.get("settings", {}).items():
+        if k != "launch":
+            setattr(geometry, k, type(GEOMETRY_DEFAULTS[k])(value))
     defines = tuple(v.get("defines", ())) + (("CUPYPREP_STAGED_TRACE",) if trace else ())
     path = v.get("source")
     code = open(path).read() if path else _kernels.read_source("warp.cu")
@@ -48,7 +72,9 @@ def use(name, trace=False):
         if key not in _modules:
             mod = cupy.RawModule(code=code, options=options, name_expressions=[expr])
             _modules[key] = (mod, mod.get_function(expr))
-        _kernels._cuda_cache[(dev, "warp.cu", expr)] = _modules[key][1]
+        fn = _modules[key][1]
+        _kernels._cuda_cache[(dev, "warp.cu", expr)] = (
+            tiles_launch(fn) if v.get("settings", {}).get("launch") == "tiles" else fn)
     return _modules[(name, trace, geometry._staged_expr(3, False))][0]
 
 
@@ -96,6 +122,7 @@ def main(argv=None):
     parser.add_argument("--variants", default="current")
     parser.add_argument("--source", action="append", default=[], metavar="NAME=PATH")
     parser.add_argument("--define", action="append", default=[], metavar="NAME=MACRO[=VALUE]")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=ATTR=VALUE,...")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--trace", action="store_true")
     parser.add_argument("--cases", default="all")
@@ -107,6 +134,9 @@ def main(argv=None):
     for spec in args.define:
         name, macro = spec.split("=", 1)
         VARIANTS[name] = dict(defines=(macro,))
+    for spec in args.set:
+        name, pairs = spec.split("=", 1)
+        VARIANTS.setdefault(name, {})["settings"] = dict(p.split("=", 1) for p in pairs.split(","))
     names = args.variants.split(",")
     gen = torch.Generator(device="cuda").manual_seed(0)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -121,8 +151,9 @@ def main(argv=None):
                 cupyprep.warp_affine(src, inv, (H, W), inverse_map=True)
             torch.cuda.synchronize()
             ptr = mod.get_global("cupyprep_staged_trace")
-            raw = np.zeros(((H // 64) * (W // 64) * N, 8), np.uint64)  # a block a tile
+            raw = np.zeros(((H // 64) * (W // 64) * N, 8), np.uint64)  # at most a block a tile
             ptr.copy_to_host(raw.ctypes.data, raw.nbytes)
+            raw = raw[raw[:, 3] != 0]  # the launch's blocks
             stats, resident = trace_stats(raw[:, :6], sms)
             saved[name] = raw
             bps = stats.pop("blocks_per_sm")
