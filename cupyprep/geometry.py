@@ -831,12 +831,12 @@ _STAGED_BLOCKS = 4
 
 
 # Tiles a block of the staged kernel makes in turn, one after another: the tiles after a
-# block's first wait for no plan (its threads work out all of them before the first), a
-# block's tiles are neighbours in a row of tiles (their boxes overlap, and the later copies
-# find much of theirs in the SM's cache), and the launch's last _STAGED_SINGLE_WAVES waves
-# of blocks (the blocks the GPU holds at once) make one tile each, which keeps its end
-# short (benchmarks/NOTES.md, "Tiles a block, single tiles last"). At most
-# _STAGED_MOST_TILES, the kernel's kStagedMostTiles.
+# block's first wait for no plan (its threads work out all of them before the first), and
+# a block's tiles are neighbours in a row of tiles, whose boxes overlap (4 ran W5 fastest
+# of 1, 2, 3, 4, 5, 6 and 8). The launch's last _STAGED_SINGLE_WAVES waves of blocks (the
+# blocks the GPU holds at once) make one tile each, which keeps its end short
+# (benchmarks/NOTES.md, "Tiles a block, single tiles last"). At most _STAGED_MOST_TILES,
+# the kernel's kStagedMostTiles.
 _STAGED_GROUP = 4
 _STAGED_SINGLE_WAVES = 1.5
 _STAGED_MOST_TILES = 8
