@@ -832,9 +832,9 @@ _STAGED_BLOCKS = 4
 
 # Tiles a block of the staged kernel makes in turn, one after another: the tiles after a
 # block's first wait for no plan (its threads work out all of them before the first), and
-# a block's tiles are neighbours in a row of tiles, whose boxes overlap (4 ran W5 fastest
-# of 1, 2, 3, 4, 5, 6 and 8). The launch's last _STAGED_SINGLE_WAVES waves of blocks (the
-# blocks the GPU holds at once) make one tile each, which keeps its end short
+# a block's tiles are neighbours in a row of tiles (4 ran W5 fastest of 1, 2, 3, 4, 5, 6
+# and 8, and of 4 as a 2 x 2 square). The launch's last _STAGED_SINGLE_WAVES waves of
+# blocks (the blocks the GPU holds at once) make one tile each, which keeps its end short
 # (benchmarks/NOTES.md, "Tiles a block, single tiles last"). At most _STAGED_MOST_TILES,
 # the kernel's kStagedMostTiles.
 _STAGED_GROUP = 4

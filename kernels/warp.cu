@@ -1328,8 +1328,8 @@ __shared__ int staged_trace_action;
 // blocks after them one tile each (the host's geometry._staged_launch; a grid smaller than
 // that loops over more). Threads 0 to group - 1 work out what their tiles' threads share
 // (StagedShared) side by side before the plan's barrier, so a block's later tiles wait for
-// no plan, and a block's tiles are neighbours in a row of tiles, whose boxes overlap; the
-// single tiles at the end keep the launch's last blocks short.
+// no plan (a block's tiles are neighbours in a row of tiles); the single tiles at the end
+// keep the launch's last blocks short.
 //
 // The box: every pixel's float coordinate (either of OpenCV's formulas, body or tail) lies
 // within 3 units in the last place of |m0 x| + |m1 y| + |m2| (three roundings) of the exact
