@@ -44,8 +44,8 @@ def tiles_launch(fn):
     def launch(grid, block, args):
         *args, _, _ = args  # the split's two arguments
         dh, dw, n_out = int(args[14]), int(args[15]), int(args[-2])
-        tiles = lambda v: (v + 63) // 64  # noqa: E731
-        fn((tiles(dw), tiles(dh), n_out), block, tuple(args))
+        tile = geometry._STAGED_TILE
+        fn((-(-dw // tile), -(-dh // tile), n_out), block, tuple(args))
 
     return launch
 
