@@ -4,11 +4,10 @@ CUDA C kernels compiled at run time by CuPy; NumPy, CuPy and PyTorch arrays in, 
 kind out (PyTorch CUDA tensors without a copy). NumPy inputs run on the CPU backend
 (OpenCV), with the same semantics.
 """
+from . import detection, geometry  # noqa: F401  (the earlier module paths, still importable)
 from ._kernels import KernelCompileError, warmup
-from .color import swap_rb, to_gray
-from .detection import (
-    Detections,
-    batched_nms,
+from .augment import random_affine
+from .boxes import (
     box_convert,
     box_iou,
     clip_boxes,
@@ -16,12 +15,11 @@ from .detection import (
     decode_landmarks,
     decode_yolo,
     encode_boxes,
-    multiclass_nms,
-    nms,
     prior_boxes,
-    roi_align,
 )
+from .color import swap_rb, to_gray
 from .display import show
+from .faces import ARCFACE_112, align_faces
 from .interop import (
     as_array,
     from_torch,
@@ -30,23 +28,21 @@ from .interop import (
     to_torch,
     use_torch_allocator,
 )
-from .geometry import (
-    ARCFACE_112,
-    align_faces,
+from .matrices import (
     estimate_similarity,
     get_affine_transform,
     get_perspective_transform,
     get_rotation_matrix_2d,
     invert_affine_transform,
-    random_affine,
-    resize,
     transform_points,
-    warp_affine,
-    warp_perspective,
 )
+from .nms import Detections, batched_nms, multiclass_nms, nms
 from .normalize import IMAGENET_MEAN, IMAGENET_STD, normalize
 from .pipeline import Loader, LoaderMeta
 from .preprocess import PreprocessMeta, preprocess
+from .resize import resize
+from .roi_align import roi_align
+from .warp import warp_affine, warp_perspective
 
 __version__ = "0.1.0"
 

@@ -1,4 +1,4 @@
-"""Kernel sources, compilation and the launcher every op uses.
+"""Kernel sources and their compilation: the one place that builds and caches kernels.
 
 One ``cupy.RawModule`` is built per kernel source file and template instantiation
 (``name_expression``), lazily on first use, and cached per device. Building per
@@ -20,9 +20,9 @@ import re
 import threading
 from pathlib import Path
 
-import numpy as np
+from . import _specs
 
-__all__ = ["kernel_dir", "read_source", "get_function", "warmup", "KernelCompileError"]
+__all__ = ["kernel_dir", "read_source", "get_function", "warmup", "variants", "KernelCompileError"]
 
 NVRTC_OPTIONS = ("--std=c++17",)
 
@@ -85,36 +85,13 @@ def read_source(filename: str) -> str:
     return _read_expanded(path, path.stat().st_mtime_ns)
 
 
-# --- variants --------------------------------------------------------------------------
-# Each op module registers the name expressions its kernels can be instantiated with, so
-# warmup() and the compile test know every variant without running the ops.
-_VARIANTS: dict[str, tuple[str, callable]] = {}
-
-
-def register_variants(op: str, filename: str, variants) -> None:
-    """Declare ``variants()`` (a callable returning name expressions) for ``op``."""
-    _VARIANTS[op] = (filename, variants)
-
-
 def variants(op: str | None = None) -> list[tuple[str, str]]:
-    """``(filename, name_expression)`` pairs for one op, or for all ops."""
-    _import_ops()
-    ops = list(_VARIANTS) if op is None else [op]
-    out = []
-    for name in ops:
-        if name not in _VARIANTS:
-            raise ValueError(f"op: expected one of {sorted(_VARIANTS)}, got {name!r}")
-        filename, fn = _VARIANTS[name]
-        out.extend((filename, expr) for expr in fn())
-    return out
+    """``(filename, name_expression)`` pairs for one op, or for all ops (from the
+    registry in :mod:`cupyprep._specs`)."""
+    return _specs.variants(op)
 
 
-def _import_ops():
-    # the op modules register their variants at import
-    from . import color, detection, geometry, normalize, preprocess  # noqa: F401
-
-
-# --- launching -------------------------------------------------------------------------
+# --- compiling, per device --------------------------------------------------------------
 _lock = threading.Lock()
 _cuda_cache: dict[tuple[int, str, str], object] = {}
 _emulators: list = []
@@ -155,46 +132,10 @@ def get_function(filename: str, name_expression: str):
     return _cuda_function(filename, name_expression)
 
 
-# numpy dtype -> the C type that name expressions give it (kernels/common.cuh)
-C_TYPES = {
-    np.dtype(np.uint8): "unsigned char",
-    np.dtype(np.uint16): "unsigned short",
-    np.dtype(np.float16): "cp_half",
-    np.dtype(np.float32): "float",
-}
-
-_BLOCK = 256  # threads per block of launch_1d
-_MAX_BLOCKS = 1 << 20
-BLOCK_3D = 128  # threads per block of launch_3d
-
-
-def launch_1d(fn, total, args):
-    """Launch a grid-stride kernel over ``total`` items (nothing for zero items)."""
-    if total <= 0:
-        return
-    blocks = min((total + _BLOCK - 1) // _BLOCK, _MAX_BLOCKS)
-    fn((blocks,), (_BLOCK,), args)
-
-
-def launch_3d(fn, n, h, w, args, block_x=BLOCK_3D, block_y=1):
-    """Launch a kernel over an (n, h, w) grid: x across blocks and threads, a row (or, with
-    ``block_y`` threads along y, ``block_y`` rows) per blockIdx.y, an image per blockIdx.z
-    (the kernel loops past the grid's limits)."""
-    if n <= 0 or h <= 0 or w <= 0:
-        return
-    grid = (min((w + block_x - 1) // block_x, 65535), min((h + block_y - 1) // block_y, 65535),
-            min(n, 65535))
-    fn(grid, (block_x, block_y, 1), args)
-
-
-# Streaming multiprocessors the emulator reports (small, so that launches shaped by the
-# GPU's size take their every form on small test inputs)
-EMULATED_MULTIPROCESSORS = 2
-
-
 def multiprocessors() -> int:
     """The current device's streaming multiprocessors (under the emulator,
-    ``EMULATED_MULTIPROCESSORS``)."""
+    ``EMULATED_MULTIPROCESSORS``, small so that launches shaped by the GPU's size take
+    their every form on small test inputs)."""
     if _emulators:
         return EMULATED_MULTIPROCESSORS
     import cupy
@@ -209,86 +150,12 @@ def _multiprocessors(device):
     return int(cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"])
 
 
-# Images whose per-image data goes to a kernel by value (kernels/common.cuh's
-# kImagesByValue): a list's records (RaggedImage), preprocess's plans, PreprocessMeta's
-# mapping. A longer list's go in one device table.
-IMAGES_BY_VALUE = 64
+EMULATED_MULTIPROCESSORS = 2
 
 
-@functools.lru_cache(maxsize=None)
-def _ragged_dtypes():
-    record = np.dtype([("ptr", "<u8"), ("h", "<i4"), ("w", "<i4"), ("s_y", "<i8"),
-                       ("s_x", "<i8"), ("s_c", "<i8")])
-    return record, np.dtype([("v", record, (IMAGES_BY_VALUE,))])
-
-
-def no_ragged(count=IMAGES_BY_VALUE):
-    """The ``ByValue<RaggedImage, count>`` argument of a launch that reads no list (zeros)."""
-    return _no_ragged(count)
-
-
-@functools.lru_cache(maxsize=None)
-def _no_ragged(count):
-    return by_value((), _ragged_dtypes()[0], count)
-
-
-def ragged(arrays, name, sizes, strides, xp, plans=None):
-    """Kernel arguments for a list of images: ``(table, records, plans_arg)``.
-
-    ``arrays`` are the images of the list argument ``name`` (anything with ``.data.ptr``;
-    NumPy under the emulator), ``sizes`` their (h, w) and ``strides`` their (s_y, s_x, s_c)
-    in elements; ``plans`` optional per-image int32 rows the kernel reads beside the
-    records. Up to :data:`IMAGES_BY_VALUE` images go by value: ``table`` is None,
-    ``records`` a ``ByValue<RaggedImage, IMAGES_BY_VALUE>`` and ``plans_arg`` a
-    ``ByValue<int, IMAGES_BY_VALUE * k>`` (nothing to upload, so a CUDA graph can capture
-    the launch). A longer list's records, followed by its plans, are uploaded as one table
-    (``_arrays.upload_ragged``), and both structs are zeros.
-    """
-    n = len(arrays)
-    record, list_dtype = _ragged_dtypes()
-    small = n <= IMAGES_BY_VALUE
-    if small:
-        arg = np.zeros((), list_dtype)
-        recs = arg["v"][:n]
-    else:
-        recs = np.zeros(n, record)
-    if not _emulators:
-        recs["ptr"] = [a.data.ptr for a in arrays]
-    recs["h"], recs["w"] = np.asarray(sizes, np.int32).reshape(n, 2).T
-    recs[["s_y", "s_x", "s_c"]] = [tuple(st) for st in strides]
-    plans = None if plans is None else np.ascontiguousarray(plans, np.int32).reshape(n, -1)
-
-    def with_pointers(data):  # the emulator patches each record's pointer in
-        from .testing import Records
-
-        return Records(data, [(record.itemsize * i, a) for i, a in enumerate(arrays)])
-
-    if small:
-        plans_arg = (None if plans is None
-                     else by_value(plans, np.int32, IMAGES_BY_VALUE * plans.shape[1]))
-        return None, (with_pointers(arg) if _emulators else arg[()]), plans_arg
-    data = recs.tobytes() + (b"" if plans is None else plans.tobytes())
-    no_plans = None if plans is None else by_value((), np.int32, IMAGES_BY_VALUE * plans.shape[1])
-    if _emulators:
-        return with_pointers(data), no_ragged(), no_plans
-    from . import _arrays
-
-    return (_arrays.upload_ragged(xp, np.frombuffer(data, np.uint8), name, IMAGES_BY_VALUE),
-            no_ragged(), no_plans)
-
-
-def by_value(values, dtype, count):
-    """``values`` (at most ``count`` of them) as a kernel parameter of type
-    ``ByValue<T, count>`` (``struct { T v[count]; }``, kernels/common.cuh) passed by value,
-    ``T`` the C type of ``dtype``: a NumPy structured scalar, zeros after the values."""
-    arg = np.zeros((), _struct_dtype(np.dtype(dtype), count))
-    arg["v"][:np.size(values)] = np.ravel(values)
-    return arg[()]
-
-
-@functools.lru_cache(maxsize=None)
-def _struct_dtype(dtype, count):
-    return np.dtype([("v", dtype, (count,))])
+def current_emulator():
+    """The emulator launches go to (:func:`cupyprep.testing.emulate`), or None."""
+    return _emulators[-1] if _emulators else None
 
 
 def emulating() -> bool:

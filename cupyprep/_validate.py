@@ -17,6 +17,7 @@ __all__ = [
     "list_images",
     "per_channel",
     "number",
+    "positive_int",
     "ImageGeometry",
 ]
 
@@ -208,3 +209,12 @@ def image_layout(name, array, layout, max_channels=None):
             f"{name}: expected 1 to {max_channels} channels, got {geo.c} ({describe(array)})"
         )
     return geo
+
+
+def positive_int(name, value, allow_none=False):
+    """``value`` as a positive int (or None where allowed); a ValueError naming ``name``."""
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name}: expected a positive int{' or None' if allow_none else ''}, got {value!r}")
+    return int(value)

@@ -4,25 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import _arrays, _kernels, _validate, cpu
-from ._kernels import C_TYPES, launch_1d
+from ._launch import launch_1d
+from ._specs import color as spec
 
 __all__ = ["swap_rb", "to_gray"]
 
-COLOR_DTYPES = (np.uint8, np.uint16, np.float16, np.float32)
-ORDERS = ("bgr", "rgb")
-
-
-def _variants():
-    out = []
-    for d in COLOR_DTYPES:
-        for cn in (3, 4):
-            out.append(f"cupyprep_swap_rb<{C_TYPES[np.dtype(d)]}, {cn}>")
-            for bidx in (0, 2):
-                out.append(f"cupyprep_to_gray<{C_TYPES[np.dtype(d)]}, {cn}, {bidx}>")
-    return out
-
-
-_kernels.register_variants("color", "color.cu", _variants)
+COLOR_DTYPES = spec.DTYPES
+ORDERS = spec.ORDERS
 
 
 def _color_input(img):
@@ -46,7 +34,7 @@ def swap_rb(img, *, out=None):
     if not call.device:
         return call.result(cpu.swap_rb(arr), out)
     with call.launch(), call.writing(out, arr.shape, dtype, [arr]) as (native, dst):
-        _launch(f"cupyprep_swap_rb<{C_TYPES[dtype]}, {geo.c}>", arr, dst, geo, True)
+        _launch(spec.SPEC.swap_rb_expr(dtype, geo.c), arr, dst, geo, True)
     return native
 
 
@@ -63,7 +51,7 @@ def to_gray(img, *, order="bgr", out=None):
         return call.result(cpu.to_gray(arr, order), out)
     bidx = 0 if order == "bgr" else 2
     with call.launch(), call.writing(out, arr.shape[:-1], dtype, [arr]) as (native, dst):
-        _launch(f"cupyprep_to_gray<{C_TYPES[dtype]}, {geo.c}, {bidx}>", arr, dst, geo, False)
+        _launch(spec.SPEC.to_gray_expr(dtype, geo.c, bidx), arr, dst, geo, False)
     return native
 
 
@@ -79,4 +67,4 @@ def _launch(expr, src, dst, geo, dst_has_channels):
         args.append(i64(dst_st[3]))
     total = geo.n * geo.h * geo.w
     args.append(i64(total))
-    launch_1d(_kernels.get_function("color.cu", expr), total, tuple(args))
+    launch_1d(_kernels.get_function(spec.FILE, expr), total, tuple(args))

@@ -15,8 +15,9 @@ from . import _arrays
 from .color import swap_rb as _swap_rb
 from .color import to_gray as _to_gray
 from .cpu import cv2_module
-from .geometry import BORDER_MODES as _BORDER_MODES
-from .geometry import _resize, _warp
+from ._resizing import resize_images
+from ._specs.warp import BORDER_MODES as _BORDER_MODES
+from ._warping import warp_images
 
 __all__ = [
     "resize", "cvtColor", "warpAffine", "warpPerspective",
@@ -82,7 +83,7 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=INTER_LINEAR):
         if len(dsize) != 2:
             raise TypeError(f"dsize: expected (width, height), got {dsize!r}")
         size = (dsize[1], dsize[0])
-    return _resize(src, size, _INTERPOLATION[interpolation], "HWC", dst, scale=scale)
+    return resize_images(src, size, _INTERPOLATION[interpolation], "HWC", dst, scale=scale)
 
 
 def _round_half_even(v):
@@ -135,8 +136,8 @@ def _warp_call(src, M, dsize, dst, flags, borderMode, borderValue, perspective):
         borderValue = 0.0
     values = (borderValue,) if isinstance(borderValue, numbers.Real) else list(borderValue)[:4]
     value = (tuple(float(v) for v in values) + (0.0,) * 4)[:c]
-    return _warp(src, M, (dsize[1], dsize[0]), _WARP_INTERPOLATION[interp], _BORDER[borderMode],
-                 value, bool(flags & WARP_INVERSE_MAP), dst, perspective)
+    return warp_images(src, M, (dsize[1], dsize[0]), _WARP_INTERPOLATION[interp],
+                       _BORDER[borderMode], value, bool(flags & WARP_INVERSE_MAP), dst, perspective)
 
 
 def warpAffine(src, M, dsize, dst=None, flags=INTER_LINEAR, borderMode=BORDER_CONSTANT,

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from . import _arrays
+from . import _arrays, _transfers
 
 __all__ = ["show", "Picture"]
 
@@ -90,7 +90,7 @@ def show(batch, boxes=None, *, mean=None, std=None, scale=1 / 255, layout="NCHW"
     """
     if getattr(batch, "ndim", 0) == 4:
         batch = batch[:max(max_images, 0)]  # only those shown are copied to the host
-    x = _arrays.to_host(batch).astype(np.float64)
+    x = _transfers.to_host(batch).astype(np.float64)
     if layout not in ("NCHW", "NHWC"):
         raise ValueError(f"layout: expected 'NCHW' or 'NHWC', got {layout!r}")
     if channels not in ("rgb", "bgr"):
@@ -122,7 +122,7 @@ def show(batch, boxes=None, *, mean=None, std=None, scale=1 / 255, layout="NCHW"
     for i in range(n):
         tile = np.ascontiguousarray(x[i])
         if boxes is not None:
-            for box in _arrays.to_host(boxes[i]).reshape(-1, 4):
+            for box in _transfers.to_host(boxes[i]).reshape(-1, 4):
                 _draw_box(tile, box, (0, 200, 0))
         r, q = divmod(i, cols)
         grid[r * (h + gap):r * (h + gap) + h, q * (w + gap):q * (w + gap) + w] = tile

@@ -13,7 +13,8 @@ import sys
 
 import numpy as np
 
-from . import _arrays
+from . import _allocators, _arrays, _streams
+from . import _torch as _torch_views
 
 __all__ = ["to_torch", "from_torch", "as_array", "stream", "use_torch_allocator",
            "release_graph_memory"]
@@ -76,7 +77,7 @@ def to_torch(x):
         signed = arr.view(np.dtype(f"i{dtype.itemsize}"))
         with cupy.cuda.Device(arr.device.id):
             t = torch.from_dlpack(signed)
-        return t.view(_arrays._torch_dtype(dtype))
+        return t.view(_torch_views.torch_dtype(dtype))
     with cupy.cuda.Device(arr.device.id):
         return torch.from_dlpack(arr)
 
@@ -126,11 +127,11 @@ def _tensor_as_array(t, name):
         raise TypeError(f"{name}: expected a CPU or CUDA tensor, got {_arrays.describe(t)}")
     if t.dtype == torch.bfloat16:
         try:
-            return _arrays.cupy_from_dlpack(t)
+            return _torch_views.cupy_from_dlpack(t)
         except NotImplementedError as exc:  # CuPy without ml_dtypes has no bfloat16
             raise TypeError(f"{name}: expected a dtype CuPy has (its bfloat16 needs the ml_dtypes "
                             f"package), got {_arrays.describe(t)}; CuPy says: {exc}") from exc
-    return _arrays.cupy_from_dlpack(t)
+    return _torch_views.cupy_from_dlpack(t)
 
 
 def as_array(x, name="x"):
@@ -151,9 +152,9 @@ def as_array(x, name="x"):
     -------
     >>> a = cupyprep.as_array(numba_device_array)                     # doctest: +SKIP
     """
-    if isinstance(x, np.ndarray) or _arrays._is_cupy(x):
+    if isinstance(x, np.ndarray) or _arrays.is_cupy(x):
         return x
-    if _arrays._is_torch(x):
+    if _arrays.is_torch(x):
         return _tensor_as_array(x, name)
     if hasattr(x, "__cuda_array_interface__"):
         import cupy
@@ -184,13 +185,13 @@ def _stream_choice(s):
         return None
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(s, torch.cuda.Stream):
-        return _arrays.StreamChoice(s.cuda_stream, s.device.index, torch_obj=s)
+        return _streams.StreamChoice(s.cuda_stream, s.device.index, torch_obj=s)
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(s, cupy.cuda.stream._BaseStream):
         device_id = getattr(s, "device_id", -1)
         if device_id is None or device_id < 0:
             device_id = cupy.cuda.Device().id
-        return _arrays.StreamChoice(s.ptr, device_id, cupy_obj=s)
+        return _streams.StreamChoice(s.ptr, device_id, cupy_obj=s)
     raise TypeError(f"s: expected a torch.cuda.Stream, a cupy.cuda.Stream or None, "
                     f"got {_arrays.describe(s)}")
 
@@ -223,7 +224,7 @@ def stream(s):
     >>> torch.cuda.current_stream().wait_stream(side)                 # doctest: +SKIP
     """
     choice = _stream_choice(s)
-    with _arrays.choose_stream(choice):
+    with _streams.choose_stream(choice):
         yield s
 
 
@@ -292,7 +293,7 @@ def use_torch_allocator(enable=True):
     if enable:
         import torch  # noqa: F401  (fail here, not at the first allocation)
 
-        cupy.cuda.set_allocator(_arrays.torch_malloc)
+        cupy.cuda.set_allocator(_allocators.torch_malloc)
     else:
         cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
     return _AllocatorSwitch(previous)
@@ -322,4 +323,4 @@ def release_graph_memory():
     >>> del graph                                                       # doctest: +SKIP
     >>> cupyprep.release_graph_memory()                                 # doctest: +SKIP
     """
-    return _arrays.release_kept_for_graphs()
+    return _allocators.release_kept_for_graphs()

@@ -4,43 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import _arrays, _kernels, _validate, cpu
-from ._kernels import C_TYPES, launch_1d, launch_3d
+from ._launch import launch_1d, launch_3d
+from ._specs import normalize as spec
 
 __all__ = ["normalize", "IMAGENET_MEAN", "IMAGENET_STD"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-
-NORMALIZE_IN_DTYPES = (np.uint8, np.uint16, np.float16, np.float32)
-NORMALIZE_OUT_DTYPES = ("float32", "float16", "uint8")
-
-
-def _expr(in_dtype, out_dtype, cn, swap_rb, nhwc=None):
-    """The pixel kernel's name expression; with ``nhwc`` given, the dense kernel's."""
-    args = [C_TYPES[np.dtype(in_dtype)], C_TYPES[np.dtype(out_dtype)], str(cn),
-            "true" if swap_rb else "false"]
-    if nhwc is None:
-        return f"cupyprep_normalize<{', '.join(args)}>"
-    return f"cupyprep_normalize_dense<{', '.join(args)}, {'true' if nhwc else 'false'}>"
-
-
-def _variants():
-    combos = [
-        (i, o, cn, swap)
-        for i in NORMALIZE_IN_DTYPES
-        for o in NORMALIZE_OUT_DTYPES
-        for cn in (1, 2, 3, 4)
-        for swap in ((False, True) if cn >= 3 else (False,))
-    ]
-    return [_expr(*k) for k in combos] + [_expr(*k, nhwc) for k in combos
-                                          for nhwc in (False, True)]
-
-
-# cupyprep_normalize_dense's launch: threads per block, and about how many pixels a thread
-# makes (H200, graph replays: one each left threads too little work; 4 took 64 x 512^2 x 3
-# uint8 into NCHW float32 from 0.130 ms with the pixel kernel to 0.069)
-_DENSE_BLOCK = 256
-_DENSE_ITEMS = 4
 
 
 def _dense(geo, dgeo, channels_last_out):
@@ -55,9 +25,6 @@ def _dense(geo, dgeo, channels_last_out):
     if channels_last_out:
         return d_x == c and d_y == w * c and (c == 1 or d_c == 1)
     return d_x == 1 and d_y == w
-
-
-_kernels.register_variants("normalize", "normalize.cu", _variants)
 
 
 def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW",
@@ -98,8 +65,8 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
     """
     call = _arrays.prepare(img, "img")
     arr = call.array
-    in_dtype = _validate.dtype_in("img", arr, NORMALIZE_IN_DTYPES)
-    out_dtype = _validate.out_dtype("dtype", dtype, NORMALIZE_OUT_DTYPES)
+    in_dtype = _validate.dtype_in("img", arr, spec.IN_DTYPES)
+    out_dtype = _validate.out_dtype("dtype", dtype, spec.OUT_DTYPES)
     _validate.choice("layout", layout, _validate.LAYOUTS)
     channels_last_out = layout in ("HWC", "NHWC")
     in_layout = "NHWC" if arr.ndim == 4 else "HWC"
@@ -127,15 +94,16 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
         m = [f32(v) for v in mean + (0.0,) * (4 - geo.c)]
         sd = [f32(1.0 / v) for v in std + (1.0,) * (4 - geo.c)]
         if _dense(geo, dgeo, channels_last_out):
+            tuning = spec.SPEC
             fn = _kernels.get_function(
-                "normalize.cu", _expr(in_dtype, out_dtype, geo.c, swap, channels_last_out))
+                spec.FILE, tuning.expr(in_dtype, out_dtype, geo.c, swap, channels_last_out))
             hw = geo.h * geo.w
-            launch_3d(fn, geo.n, 1, -(-hw // _DENSE_ITEMS), (
+            launch_3d(fn, geo.n, 1, -(-hw // tuning.dense_items), (
                 arr, dst, i32(hw), i32(geo.n), i64(s_n), i64(d_n), i64(d_c), f32(scale), *m, *sd,
-            ), block_x=_DENSE_BLOCK)
+            ), block_x=tuning.dense_block)
         else:
             total = geo.n * geo.h * geo.w
-            fn = _kernels.get_function("normalize.cu", _expr(in_dtype, out_dtype, geo.c, swap))
+            fn = _kernels.get_function(spec.FILE, spec.SPEC.expr(in_dtype, out_dtype, geo.c, swap))
             launch_1d(fn, total, (
                 arr, dst, i32(geo.h), i32(geo.w), i64(s_n), i64(s_y), i64(s_x), i64(s_c),
                 i64(d_n), i64(d_y), i64(d_x), i64(d_c), f32(scale), *m, *sd, i64(total),

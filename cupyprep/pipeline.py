@@ -27,18 +27,15 @@ import collections
 import concurrent.futures
 import dataclasses
 import inspect
-import math
 import numbers
 import os
 import queue
-import sys
 import threading
 import weakref
-from typing import NamedTuple
 
 import numpy as np
 
-from . import _arrays
+from . import _arrays, _loader_sources, _staging, _streams
 from .preprocess import PreprocessMeta, preprocess
 
 # preprocess's own defaults, for the outputs a Loader allocates for it
@@ -47,9 +44,7 @@ _PREPROCESS_DEFAULTS = {k: p.default for k, p in inspect.signature(preprocess).p
 __all__ = ["Loader", "LoaderMeta"]
 
 _STAGING_BUFFERS = 3
-_ALIGN = 256  # byte alignment of each frame inside a ragged staging buffer
 _POLL_S = 0.05  # how often blocked threads look at the stop flag
-_FRAME_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16))
 _PREPROCESS_OPTIONS = frozenset(inspect.signature(preprocess).parameters) - {"images", "size", "out"}
 
 
@@ -68,15 +63,6 @@ class LoaderMeta(PreprocessMeta):
     targets: tuple = ()
 
 
-class _Sample:
-    """One element of the source, before decoding."""
-
-    __slots__ = ("position", "value", "lazy_index")
-
-    def __init__(self, position, value, lazy_index=False):
-        self.position = position
-        self.value = value
-        self.lazy_index = lazy_index  # value is an index into a map-style dataset
 
 
 class _Done:
@@ -103,224 +89,28 @@ class _Stopped(Exception):
     """The loader was closed while its feeder was waiting."""
 
 
-# --- reading the source --------------------------------------------------------------------------
-def _samples(source):
-    """Iterate the source's elements as :class:`_Sample` (in the feeder thread)."""
-    if _is_map_dataset(source):
-        for i in range(len(source)):
-            yield _Sample(i, i, lazy_index=True)
-        return
-    if hasattr(source, "read") and callable(source.read) and not hasattr(source, "__iter__"):
-        # a cv2.VideoCapture (or anything with its read() -> (ok, frame))
-        position = 0
-        while True:
-            ok, frame = source.read()
-            if not ok:
-                return
-            yield _Sample(position, frame)
-            position += 1
-    for position, value in enumerate(source):
-        yield _Sample(position, value)
 
 
-def _is_map_dataset(source):
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        data = getattr(torch.utils, "data", None)
-        if data is not None and isinstance(source, data.IterableDataset):
-            return False
-        if data is not None and isinstance(source, data.Dataset):
-            return hasattr(source, "__len__")
-    return False
 
 
-def _read_image(value, flags):
-    import cv2
-
-    if isinstance(value, (str, os.PathLike)):
-        path = os.fspath(value)
-        frame = cv2.imread(path, flags)
-        if frame is None:
-            raise FileNotFoundError(f"could not read an image from {path!r} (missing, unreadable "
-                                    f"or not an image format OpenCV decodes)")
-        return frame, path
-    buf = np.frombuffer(value, np.uint8)
-    frame = cv2.imdecode(buf, flags)
-    if frame is None:
-        raise ValueError(f"could not decode {len(buf)} bytes as an image")
-    return frame, None
 
 
-def _as_frame(value, flags):
-    """``(frame, path)`` for one image value: a path, encoded bytes or an array."""
-    if isinstance(value, (str, os.PathLike, bytes, bytearray, memoryview)):
-        return _read_image(value, flags)
-    if isinstance(value, np.ndarray):
-        return value, None
-    if _arrays._is_torch(value):
-        if value.device.type != "cpu":
-            raise TypeError(f"expected a host frame, got {_arrays.describe(value)} (frames already "
-                            f"on the GPU go to cupyprep.preprocess directly)")
-        return value.detach().numpy(), None
-    if hasattr(value, "__array_interface__"):  # PIL images
-        return np.asarray(value), None
-    raise TypeError(f"expected a file path, encoded image bytes or an HWC array, got "
-                    f"{_arrays.describe(value)}")
 
 
-def _split_sample(value):
-    """A dataset's sample: ``(image, target...)`` or ``{"image": ..., ...}``."""
-    if isinstance(value, tuple):
-        if not value:
-            raise ValueError("expected a sample (image, target...), got an empty tuple")
-        rest = value[1:]
-        return value[0], (rest[0] if len(rest) == 1 else (rest or None))
-    if isinstance(value, dict) and "image" in value:
-        rest = {k: v for k, v in value.items() if k != "image"}
-        return value["image"], (rest or None)
-    return value, None
 
 
-def _load(sample, source, decode, flags):
-    """Decode one sample (in a pool thread): ``(frame, path, target)``."""
-    try:
-        value = source[sample.value] if sample.lazy_index else sample.value
-        if decode is not None:
-            value = decode(value)
-        image, target = _split_sample(value)
-        frame, path = _as_frame(image, flags)
-        if isinstance(sample.value, (str, os.PathLike)) and path is None:
-            path = os.fspath(sample.value)
-        frame = np.asarray(frame)
-        if frame.dtype not in _FRAME_DTYPES:
-            raise TypeError(f"expected uint8 or uint16 pixels (converted to float on the GPU, "
-                            f"not before), got {_arrays.describe(frame)}")
-        if frame.ndim not in (2, 3) or frame.shape[0] == 0 or frame.shape[1] == 0:
-            raise ValueError(f"expected a non-empty HWC or HW frame, got {_arrays.describe(frame)}")
-        return frame, path, target
-    except Exception as exc:
-        where = f"source element {sample.position}"
-        if isinstance(sample.value, (str, os.PathLike)) and os.fspath(sample.value) not in str(exc):
-            where += f" ({os.fspath(sample.value)!r})"
-        try:
-            named = type(exc)(f"{where}: {exc}")
-        except Exception:  # an exception type that wants other arguments goes as it is
-            raise exc from None
-        raise named from exc
 
 
-# --- device side ---------------------------------------------------------------------------------
-class _Slot:
-    """A pinned host buffer and a device buffer of the same size, with their events."""
-
-    def __init__(self, device):
-        import cupy
-
-        self.device = device
-        self.capacity = 0
-        self.host = None
-        self.host_mem = None
-        self.dev = None
-        self.dev_ptr = 0
-        self.held = None  # page-locked frames copied from directly, until `copied`
-        self.copied = cupy.cuda.Event(block=False, disable_timing=True)
-        self.consumed = cupy.cuda.Event(block=False, disable_timing=True)
-
-    def ensure(self, nbytes, library, host=True):
-        """Room for nbytes on the device, and in the pinned buffer when ``host`` (frames
-        that are page-locked already need none)."""
-        import cupy
-
-        if nbytes > self.capacity:
-            self.copied.synchronize()
-            self.consumed.synchronize()
-            self.capacity = max(nbytes, int(self.capacity * 1.25))
-            if library == "torch":
-                import torch
-
-                self.dev = torch.empty(self.capacity, dtype=torch.uint8, device=f"cuda:{self.device}")
-                self.dev_ptr = self.dev.data_ptr()
-            else:
-                self.dev = cupy.empty(self.capacity, np.uint8)
-                self.dev_ptr = self.dev.data.ptr
-            self.host = self.host_mem = None  # allocated again below at the new capacity
-        if host and self.host is None:
-            self.host_mem = cupy.cuda.alloc_pinned_memory(self.capacity)
-            self.host = np.frombuffer(self.host_mem, np.uint8, self.capacity)
-
-    def release(self):
-        if self.capacity:
-            self.copied.synchronize()
-            self.consumed.synchronize()
-        self.host = self.host_mem = self.dev = self.held = None
-        self.capacity = 0
 
 
-class _Staged(NamedTuple):
-    """One batch between its staging and its launch."""
-
-    frames: list
-    extra: dict
-    shapes: list
-    offsets: list
-    nbytes: int
-    uniform: bool
-    slot: _Slot
-    direct: bool
-    futures: list
 
 
-def _page_locked(frame):
-    """True when a C-contiguous frame lies in page-locked (pinned) host memory, which the
-    copy engine reads directly (for example a torch tensor from ``pin_memory()``)."""
-    if not frame.flags.c_contiguous or frame.nbytes == 0:
-        return False
-    import cupy
-
-    try:
-        kind = cupy.cuda.runtime.pointerGetAttributes(frame.ctypes.data).type
-    except cupy.cuda.runtime.CUDARuntimeError:
-        return False
-    return kind == cupy.cuda.runtime.memoryTypeHost
 
 
-def _layout(frames):
-    """Byte offsets of each frame in a staging buffer: packed when all frames have one
-    shape (one NHWC view), 256-byte aligned otherwise (one view per frame)."""
-    shapes = [f.shape if f.ndim == 3 else f.shape + (1,) for f in frames]
-    dtype = frames[0].dtype
-    for i, f in enumerate(frames[1:], 1):
-        if f.dtype != dtype or shapes[i][2] != shapes[0][2]:
-            raise ValueError(f"frames of one batch differ: frame 0 is {_arrays.describe(frames[0])}, "
-                             f"frame {i} is {_arrays.describe(f)} (same dtype and channel count "
-                             f"expected)")
-    uniform = all(s == shapes[0] for s in shapes)
-    offsets, end = [], 0
-    for s in shapes:
-        offsets.append(end)
-        end += math.prod(s) * dtype.itemsize
-        if not uniform:
-            end = -(-end // _ALIGN) * _ALIGN
-    return shapes, offsets, end, uniform
 
 
-def _copy_jobs(frames, shapes, offsets, host, row_bytes_target=16 << 20):
-    """Pieces of the staging copy: whole frames, or row bands of about 16 MB of larger ones
-    (large copies run faster than many small ones: a 1080p frame is one job)."""
-    jobs = []
-    for f, s, off in zip(frames, shapes, offsets):
-        dst = host[off:off + math.prod(s) * f.dtype.itemsize].view(f.dtype).reshape(s)
-        src = f.reshape(s)
-        row_bytes = max(1, s[1] * s[2] * f.dtype.itemsize)
-        band = max(1, row_bytes_target // row_bytes)
-        for y in range(0, s[0], band):
-            jobs.append((dst[y:y + band], src[y:y + band]))
-    return jobs
 
 
-def _copy_band(job):
-    dst, src = job
-    np.copyto(dst, src)  # NumPy releases the GIL for the copy
 
 
 # --- the pipeline state (no reference to the Loader, so the Loader can be collected) ------------
@@ -385,13 +175,13 @@ class _Pipeline:
 
     def _submit(self, sample):
         if self.decode is None and not sample.lazy_index and isinstance(sample.value, np.ndarray):
-            return _Done(_load(sample, self.source, None, self.flags))  # nothing to decode
-        return self.decoders.submit(_load, sample, self.source, self.decode, self.flags)
+            return _Done(_loader_sources.load(sample, self.source, None, self.flags))  # nothing to decode
+        return self.decoders.submit(_loader_sources.load, sample, self.source, self.decode, self.flags)
 
     def _feed(self):
         pending = collections.deque()  # batches whose decoding is under way
         batch = []
-        for sample in _samples(self.source):
+        for sample in _loader_sources.samples(self.source):
             if self.stop.is_set():
                 raise _Stopped
             self.pulled += 1
@@ -426,7 +216,7 @@ class _Pipeline:
             self._finish_gpu(previous)
 
     def _process_cpu(self, frames):
-        _layout(frames)  # the same checks as the device path
+        _staging.layout(frames)  # the same checks as the device path
         batch, meta = preprocess(frames, self.size, **self.options)
         if self.output == "torch":
             import torch
@@ -443,29 +233,29 @@ class _Pipeline:
 
             torch.cuda.set_device(self.device)
             copy_t, compute_t = torch.cuda.Stream(self.device), torch.cuda.Stream(self.device)
-            self.streams = (_arrays.cupy_stream(copy_t.cuda_stream), _arrays.cupy_stream(compute_t.cuda_stream),
+            self.streams = (_streams.cupy_stream(copy_t.cuda_stream), _streams.cupy_stream(compute_t.cuda_stream),
                             copy_t, compute_t)
         else:
             copy_s = cupy.cuda.Stream(non_blocking=True)
             compute_s = cupy.cuda.Stream(non_blocking=True)
             self.streams = (copy_s, compute_s, None, None)
-        self.slots = [_Slot(self.device) for _ in range(_STAGING_BUFFERS)]
+        self.slots = [_staging.Slot(self.device) for _ in range(_STAGING_BUFFERS)]
         self.turn = 0
 
     def _stage_gpu(self, frames, extra):
         """Take the next staging slot and start copying the frames into its pinned buffer
         (copy threads); frames that already live in page-locked memory are not copied."""
-        shapes, offsets, nbytes, uniform = _layout(frames)
+        shapes, offsets, nbytes, uniform = _staging.layout(frames)
         slot = self.slots[self.turn % len(self.slots)]
         self.turn += 1
         slot.copied.synchronize()  # the slot's last host-to-device copy has finished
         slot.held = None  # frames it copied from directly may go now
-        direct = all(_page_locked(f) for f in frames)
+        direct = all(_staging.page_locked(f) for f in frames)
         slot.ensure(nbytes, self.output, host=not direct)
         futures = []
         if not direct:
-            futures = [self.copiers.submit(_copy_band, job) for job in _copy_jobs(frames, shapes, offsets, slot.host)]
-        return _Staged(frames, extra, shapes, offsets, nbytes, uniform, slot, direct, futures)
+            futures = [self.copiers.submit(_staging.copy_band, job) for job in _staging.copy_jobs(frames, shapes, offsets, slot.host)]
+        return _staging.Staged(frames, extra, shapes, offsets, nbytes, uniform, slot, direct, futures)
 
     def _finish_gpu(self, st):
         """Wait for the staging copies, send the batch on the copy stream, preprocess it on
@@ -487,7 +277,7 @@ class _Pipeline:
         slot.copied.record(copy_s)
         compute_s.wait_event(slot.copied)
         dtype = st.frames[0].dtype
-        views = _device_views(slot.dev, st.shapes, st.offsets, dtype, st.uniform, self.output)
+        views = _staging.device_views(slot.dev, st.shapes, st.offsets, dtype, st.uniform, self.output)
         if self.output == "torch":
             import torch
 
@@ -511,9 +301,9 @@ class _Pipeline:
         layout = self.options.get("layout", _PREPROCESS_DEFAULTS["layout"])
         shape = (n, channels, H, W) if layout == "NCHW" else (n, H, W, channels)
         consumer = self.consumer_stream if self.consumer_stream is not None else 0
-        with _arrays.cupy_stream(consumer):
+        with _streams.cupy_stream(consumer):
             out = cupy.empty(shape, np.dtype(self.options.get("dtype", _PREPROCESS_DEFAULTS["dtype"])))
-        _arrays.order_after(consumer, compute_s.ptr)
+        _streams.order_after(consumer, compute_s.ptr)
         return out
 
     # -- shutdown -------------------------------------------------------------------------------
@@ -539,20 +329,6 @@ class _Pipeline:
                 slot.release()
 
 
-def _device_views(buf, shapes, offsets, dtype, uniform, library):
-    itemsize = dtype.itemsize
-    if library == "torch":
-        tdtype = _arrays._torch_dtype(dtype)
-
-        def view(start, nbytes, shape):
-            return buf[start:start + nbytes].view(tdtype).view(shape)
-    else:
-        def view(start, nbytes, shape):
-            return buf[start:start + nbytes].view(dtype).reshape(shape)
-    if uniform:
-        n, s = len(shapes), shapes[0]
-        return view(0, n * math.prod(s) * itemsize, (n,) + tuple(s))
-    return [view(off, math.prod(s) * itemsize, tuple(s)) for s, off in zip(shapes, offsets)]
 
 
 def _with_extra(meta, extra):
@@ -681,7 +457,7 @@ class Loader:
         if isinstance(source, (str, bytes, os.PathLike)):
             raise TypeError(f"source: expected an iterable of images, got one {type(source).__name__} "
                             f"(put a single path in a list)")
-        if not (_is_map_dataset(source) or hasattr(source, "__iter__") or hasattr(source, "read")):
+        if not (_loader_sources.is_map_dataset(source) or hasattr(source, "__iter__") or hasattr(source, "read")):
             raise TypeError(f"source: expected an iterable, a torch Dataset or a cv2.VideoCapture, "
                             f"got {_arrays.describe(source)}")
         if isinstance(source, np.ndarray) and source.ndim == 4:
@@ -780,7 +556,7 @@ class Loader:
             import torch
 
             current = torch.cuda.current_stream(batch.device)
-            _arrays.cupy_stream(current.cuda_stream).wait_event(ready)
+            _streams.cupy_stream(current.cuda_stream).wait_event(ready)
             # the caching allocator must not hand this memory to the compute stream again
             # before the consumer's stream is done with it
             batch.record_stream(current)

@@ -3,58 +3,20 @@ from __future__ import annotations
 
 import functools
 import numbers
-from dataclasses import dataclass
 
 import numpy as np
 
-from . import _arrays, _kernels, _validate, cpu
-from .detection import _rows as _coord_rows
-from ._kernels import C_TYPES, launch_1d, launch_3d
-from .geometry import _area_kernel, _is_dense, _scale
+from . import _arrays, _kernels, _resizing, _transfers, _validate, cpu
+from ._arrays import dense_pixels
+from ._launch import by_value, launch_3d, no_ragged
+from ._preprocess_meta import PreprocessMeta
+from ._specs import preprocess as spec
+from ._specs.preprocess import MODES
 
 __all__ = ["preprocess", "PreprocessMeta", "MODES"]
 
-MODES = ("letterbox", "stretch", "center_crop", "letterbox_top_left")
-PREPROCESS_DTYPES = (np.uint8, np.uint16, np.float16, np.float32)
-OUT_DTYPES = ("float32", "float16", "uint8")
-# the fused kernel's own; "area" for integer factors only (OpenCV's fast area regime): other
-# area factors resize first, then take nearest at scale 1
-_FUSED_INTERPOLATIONS = ("nearest", "linear", "cubic", "area")
-
-
-def _expr(interpolation, in_dtype, out_dtype, cn, dense, ragged, nhwc):
-    d, r, h = ("true" if flag else "false" for flag in (dense, ragged, nhwc))
-    return (f"cupyprep_preprocess_{interpolation}<{C_TYPES[np.dtype(in_dtype)]}, "
-            f"{C_TYPES[np.dtype(out_dtype)]}, {cn}, {d}, {r}, {h}, {_X_PER_THREAD}>")
-
-
-def _variants():
-    return [
-        _expr(i, d, o, cn, dense, ragged, nhwc)
-        for i in _FUSED_INTERPOLATIONS
-        for d in PREPROCESS_DTYPES
-        for o in OUT_DTYPES
-        for cn in (1, 3, 4)
-        for dense in (True, False)
-        for ragged in (False, True)
-        for nhwc in (False, True)
-    ]
-
-
-# Launch shape, measured on an H200 with benchmarks/profile.py --sweep: threads per block
-# along x, output rows one thread makes in its columns (their taps computed once for all of
-# them), and adjacent columns per thread (2: stores of two elements at a time, and the
-# uint8 word path's loads of two pixels in flight together; 1 took W1 / W2 / W1r 0.075 /
-# 0.105 / 0.095 ms against 0.068 / 0.093 / 0.090, 128 threads 0.071 / 0.092 / 0.095).
-_BLOCK_X = 64
-_ROWS_PER_BLOCK = 8
-_X_PER_THREAD = 2
-
-
-_kernels.register_variants("preprocess", "preprocess.cu", _variants)
-
 # A uniform launch's by-value list arguments (ByValue<RaggedImage, 1>, ByValue<int, 1>: unread)
-_NO_LIST = (_kernels.no_ragged(1), _kernels.by_value((), np.int32, 1))
+_NO_LIST = (no_ragged(1), by_value((), np.int32, 1))
 
 
 # --- geometry --------------------------------------------------------------------------------
@@ -101,233 +63,12 @@ def plan(h0, w0, size, mode, resize_size=None):
 _plan = functools.lru_cache(maxsize=1024)(plan)
 
 
-@dataclass(frozen=True)
-class PreprocessMeta:
-    """Per-image geometry of a preprocessed batch, to map coordinates both ways.
-
-    Attributes (NumPy arrays, one row per image):
-      ``orig_size`` (N, 2) original (height, width);
-      ``resized_size`` (N, 2) size the image was resized to;
-      ``offset`` (N, 2) (y, x) of the resized image's top-left corner on the output canvas
-      (negative where cropped);
-      ``size`` the canvas (height, width).
-    Derived: ``scale`` (N, 2) resized / original per axis; ``pad`` (N, 4) top, bottom,
-    left, right padding; ``crop`` (N, 2) top and left rows / columns cut from the resized
-    image.
-
-    Coordinates are continuous pixel coordinates (a pixel's edges at integers), so an image
-    corner maps to a canvas corner: ``network = original * scale + offset``.
-    """
-
-    orig_size: np.ndarray
-    resized_size: np.ndarray
-    offset: np.ndarray
-    size: tuple
-
-    def __len__(self):
-        return len(self.orig_size)
-
-    @property
-    def scale(self):
-        return self.resized_size / self.orig_size
-
-    @property
-    def pad(self):
-        H, W = self.size
-        top, left = np.maximum(self.offset[:, 0], 0), np.maximum(self.offset[:, 1], 0)
-        bottom = np.maximum(H - (self.offset[:, 0] + self.resized_size[:, 0]), 0)
-        right = np.maximum(W - (self.offset[:, 1] + self.resized_size[:, 1]), 0)
-        return np.stack([top, bottom, left, right], axis=1)
-
-    @property
-    def crop(self):
-        return np.maximum(-self.offset, 0)
-
-    def to_original(self, coords, image_index=None, clip=True):
-        """Network (canvas) coordinates to original-image coordinates.
-
-        ``coords``: boxes ``(..., 4)`` as xyxy or points ``(..., 2)`` as xy; numpy, cupy or
-        torch. Shaped ``(N, K, 4|2)`` (one row of K per image), or a list of N arrays
-        ``(K_i, 4|2)``, or ``(K, 4|2)`` with ``image_index`` (K,) naming each row's image.
-        ``clip`` limits results to the original image. The result is the coordinates' float
-        dtype (float64 for integers).
-
-        On the GPU this is one kernel launch that waits for nothing: a device
-        ``image_index`` is read where it is (a row whose index is outside [0, N) comes out
-        NaN; a host one is checked and refused), and the geometry of up to 64 images goes
-        to the kernel by value; beyond 64 images, or with a host ``image_index``, a table
-        is copied per call (under CUDA graph capture, into the graph as kernel
-        parameters: README's CUDA graphs section).
-        """
-        return self._map(coords, image_index, inverse=True, clip=clip)
-
-    def to_network(self, coords, image_index=None, clip=False):
-        """Original-image coordinates to network (canvas) coordinates; as ``to_original``."""
-        return self._map(coords, image_index, inverse=False, clip=clip)
-
-    # device coords: computed on their device and stream, as the ops run (a list's arrays
-    # each by the recursive call)
-    @_arrays.on_input_device
-    def _map(self, coords, image_index, inverse, clip, image0=None, table=None):
-        if isinstance(coords, (list, tuple)):
-            if len(coords) != len(self):
-                raise ValueError(f"coords: expected a list of {len(self)} arrays, got {len(coords)}")
-            table = self._table(inverse)  # once for the list
-            return [self._map(c, None, inverse, clip, image0=i, table=table) for i, c in enumerate(coords)]
-        width = coords.shape[-1]
-        if width not in (2, 4):
-            raise ValueError(f"coords: expected a last axis of 4 (xyxy) or 2 (xy), got {_arrays.describe(coords)}")
-        if image_index is not None or image0 is not None:
-            if coords.ndim != 2:
-                raise ValueError(f"coords: expected shape (K, {width}) with image_index, got "
-                                 f"{tuple(coords.shape)}")
-        elif coords.ndim != 3 or coords.shape[0] != len(self):
-            raise ValueError(f"coords: expected shape ({len(self)}, K, {width}) or image_index, "
-                             f"got {tuple(coords.shape)}")
-        if table is None:
-            table = self._table(inverse)
-        call = _arrays.prepare(coords, "coords")
-        dtype = _map_dtype(coords)
-        if call.device and dtype is not None:
-            return self._map_kernel(call, table, image_index, image0, dtype, inverse, clip)
-        # the CPU backend (and bfloat16 tensors)
-        idx = None
-        if image0 is not None:
-            idx = np.full(coords.shape[0], image0)
-        elif image_index is not None:
-            idx = self._host_index(image_index, coords.shape[0])
-        return _map_expression(coords, table, idx, inverse, clip)
-
-    def _table(self, inverse):
-        """Per image, float64 (mul x, mul y, add x, add y, hi x, hi y) of the mapping."""
-        limits = self.orig_size if inverse else np.array([self.size] * len(self))
-        return np.stack([self.scale[:, 1], self.scale[:, 0], self.offset[:, 1], self.offset[:, 0],
-                         limits[:, 1], limits[:, 0]], axis=1).astype(np.float64)
-
-    @staticmethod
-    def _check_index(idx, k, got):
-        """A ValueError unless ``idx`` (host or device) is (k,) integers; ``got()`` describes
-        it."""
-        if tuple(idx.shape) != (k,) or (idx.size and idx.dtype.kind not in "iu"):
-            raise ValueError(f"image_index: expected ({k},) integers (one per row of coords), "
-                             f"got {got()}")
-
-    def _host_index(self, image_index, k):
-        """A host ``image_index``: (k,) integers in [0, N), else a ValueError naming it."""
-        idx = np.asarray(_arrays.to_host(image_index))
-        self._check_index(idx, k, lambda: f"shape {idx.shape} dtype {idx.dtype}")
-        if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
-            raise ValueError(f"image_index: expected values in [0, {len(self)}), got "
-                             f"{idx.min()}..{idx.max()}")
-        return idx.astype(np.int64)
-
-    def _map_kernel(self, call, table, image_index, image0, dtype, inverse, clip):
-        """One launch of boxes.cu's cupyprep_map_coords; a device ``image_index`` is read
-        where it is (not back on the host: a row whose index is outside [0, N) is NaN)."""
-        arr = call.array
-        xp = call.xp
-        if arr.dtype != dtype:
-            arr = arr.astype(dtype)
-        view, A, P, st = _coord_rows(arr, "coords")
-        index = None
-        if image_index is not None:
-            k = arr.shape[0]
-            index = call.sibling(image_index, "image_index")
-            if index is not None:
-                self._check_index(index, k, lambda: _arrays.describe(image_index))
-                index = xp.ascontiguousarray(index, dtype=np.int64)
-            else:
-                index = _arrays.upload(xp, self._host_index(image_index, k), "image_index",
-                                       "pass it on the coordinates' device")
-        n, limit = len(self), _kernels.IMAGES_BY_VALUE
-        values = table.astype(dtype)
-        if n <= limit:  # by value
-            tab, small = None, values
-        else:
-            tab = _arrays.upload(xp, values, "meta: its per-image geometry",
-                                 f"above {limit} images it is copied per call; map the "
-                                 "coordinates outside the capture")
-            small = ()
-        small = _kernels.by_value(small, dtype, limit * 6)  # boxes.cu's ByValue<T, limit * 6>
-        native, out = call.output(None, arr.shape, dtype)
-        expr = (f"cupyprep_map_coords<{_MAP_TYPES[np.dtype(dtype)]}, {arr.shape[-1]}, "
-                f"{'true' if inverse else 'false'}, {'true' if clip else 'false'}>")
-        launch_1d(_kernels.get_function("boxes.cu", expr), A * P, (
-            view, np.int64(P), *st, index, np.int64(0 if image0 is None else image0),
-            np.int64(n), tab, small, out, np.int64(A * P)))
-        return native
-
-
-def _map_expression(coords, table, idx, inverse, clip):
-    """The mapping as array expressions on ``coords`` (numpy, cupy or torch; the CPU
-    backend's form and the kernel's specification): ``table`` from ``_table``; ``idx`` the
-    (K,) host image of each row of (K, W) coords, or None for (N, K, W) coords. The table
-    is rounded to the coordinates' float dtype, each operation then rounded on its own."""
-    reps = coords.shape[-1] // 2
-    mul, add, hi = (np.tile(table[:, 2 * j:2 * j + 2], reps) for j in range(3))
-    if idx is not None:
-        mul, add, hi = mul[idx], add[idx], hi[idx]
-    else:
-        mul, add, hi = mul[:, None], add[:, None], hi[:, None]
-    mul, add, hi = (_like(coords, a) for a in (mul, add, hi))
-    out = (coords - add) / mul if inverse else coords * mul + add
-    return _clip(out, hi) if clip else out
-
-
-_MAP_TYPES = {**{np.dtype(t): C_TYPES[np.dtype(t)] for t in (np.float16, np.float32)},
-              np.dtype(np.float64): "double"}
-
-
-def _map_variants():
-    return [f"cupyprep_map_coords<{t}, {w}, {i}, {c}>" for t in _MAP_TYPES.values() for w in (2, 4)
-            for i in ("false", "true") for c in ("false", "true")]
-
-
-_kernels.register_variants("meta", "boxes.cu", _map_variants)
-
-
-def _map_dtype(coords):
-    """The mapping's float dtype for ``coords`` (its own float dtype, float64 for integers),
-    or None where the kernel has none (bfloat16)."""
-    if _arrays._is_torch(coords):
-        if coords.is_floating_point():
-            dt = _arrays._NUMPY_DTYPES().get(coords.dtype)
-            return dt if dt is not None and np.dtype(dt) in _MAP_TYPES else None
-        return np.dtype(np.float64)
-    dt = np.dtype(coords.dtype)
-    return dt if dt.kind == "f" and dt in _MAP_TYPES else (np.dtype(np.float64) if dt.kind in "iub" else None)
-
-
-def _like(ref, a):
-    """``a`` (numpy) as the array kind, device and float dtype of ``ref``."""
-    if _arrays._is_torch(ref):
-        import torch
-
-        dtype = ref.dtype if ref.is_floating_point() else torch.float64
-        np_dtype = _arrays._NUMPY_DTYPES().get(dtype)
-        if np_dtype is None:  # bfloat16: no NumPy dtype to stage it through
-            return torch.as_tensor(a, dtype=dtype, device=ref.device)
-    else:
-        np_dtype = ref.dtype if ref.dtype.kind == "f" else np.float64
-    return _arrays.upload_like(ref, a, np_dtype, "meta: its per-image geometry",
-                               "map the coordinates outside the capture")
-
-
-def _clip(out, hi):
-    if _arrays._is_torch(out):
-        import torch
-
-        return torch.minimum(torch.clamp(out, min=0), hi)
-    xp = np if isinstance(out, np.ndarray) else __import__("cupy")
-    return xp.minimum(xp.maximum(out, 0), hi)
-
-
 # --- the op ----------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=4096)
 def _area_fast(h, w, nh, nw):
     """Whether cv2.resize's area from h x w to nh x nw is its fast regime (integer factors),
     which the fused kernel computes per pixel."""
-    return _area_kernel(_scale(h, nh), _scale(w, nw))[0] == "area_fast"
+    return _resizing.area_kernel(_resizing.resize_scale(h, nh), _resizing.resize_scale(w, nw))[0] == "area_fast"
 
 
 def _all_area_fast(sizes, plans, uniform):
@@ -340,12 +81,10 @@ def _all_area_fast(sizes, plans, uniform):
 def _area_resized(image, plan_row):
     """``image`` (NHWC or HW / HWC; None plan: an empty batch, as it is) resized to its
     plan's (nh, nw) by OpenCV's area interpolation, on the device, as the same kind."""
-    from .geometry import _resize
-
     if plan_row is None:
         return image
     layout = "NHWC" if image.ndim == 4 else "HWC"
-    return _resize(image, (int(plan_row[0]), int(plan_row[1])), "area", layout, None)
+    return _resizing.resize_images(image, (int(plan_row[0]), int(plan_row[1])), "area", layout, None)
 
 
 def _gather(images):
@@ -433,16 +172,16 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         if not isinstance(resize_size, numbers.Integral) or isinstance(resize_size, bool) \
                 or resize_size <= 0:
             raise ValueError(f"resize_size: expected a positive int, got {resize_size!r}")
-    out_dtype = _validate.out_dtype("dtype", dtype, OUT_DTYPES)
+    out_dtype = _validate.out_dtype("dtype", dtype, spec.OUT_DTYPES)
     layout = _validate.choice("layout", layout, ("NCHW", "NHWC"))
     if uniform:
         arr = arrays
-        in_dtype = _validate.dtype_in("images", arr, PREPROCESS_DTYPES)
+        in_dtype = _validate.dtype_in("images", arr, spec.IN_DTYPES)
         geo = _validate.image_layout("images", arr, "NHWC")
         c, n = geo.c, geo.n
         sizes = [(geo.h, geo.w)] * n
     else:
-        in_dtype = _validate.dtype_in("images[0]", arrays[0], PREPROCESS_DTYPES)
+        in_dtype = _validate.dtype_in("images[0]", arrays[0], spec.IN_DTYPES)
         # an HW image and an HxWx1 one may share a batch: the output has channels anyway
         c = _validate.list_images("images", arrays, same_ndim=False)
         n = len(arrays)
@@ -500,7 +239,7 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         i64, i32, f32, f64 = np.int64, np.int32, np.float32, np.float64
         if uniform:
             s_n, s_c, s_y, s_x = geo.strides
-            dense = _is_dense((s_x, s_c), c)
+            dense = dense_pixels((s_x, s_c), c)
             nh, nw, oy, ox = (int(v) for v in plans[0]) if n else (H, W, 0, 0)
             # OpenCV's step: 1 / (new / old) in double, not old / new
             tables = (arr, None, *_NO_LIST, i64(s_n), i32(geo.h), i32(geo.w), i32(nh),
@@ -511,19 +250,20 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
             for a in arrays:
                 st = _arrays.element_strides(a, "images")
                 strides.append(st[:2] + ([st[2]] if a.ndim == 3 else [1]))
-            dense = all(_is_dense((st[1], st[2]), c) for st in strides)
+            dense = all(dense_pixels((st[1], st[2]), c) for st in strides)
             # per-image records and plans by value, or (a long list) one uploaded table
-            tables = (None, *_kernels.ragged(arrays, "images", sizes, strides, xp, plans),
+            tables = (None, *_transfers.ragged(arrays, "images", sizes, strides, xp, plans),
                       i64(0), i32(0), i32(0), i32(0), i32(0), i32(0), i32(0), i64(0), i64(0), i64(0),
                       f64(0), f64(0))
         m = [f32(v) for v in mean + (0.0,) * (4 - c)]
         sd = [f32(1.0 / v) for v in std + (1.0,) * (4 - c)]
         p = [f32(v) for v in pad + (0.0,) * (4 - c)]
-        fn = _kernels.get_function("preprocess.cu", _expr(interpolation, in_dtype, out_dtype, c,
+        tuning = spec.SPEC
+        fn = _kernels.get_function(spec.FILE, tuning.expr(interpolation, in_dtype, out_dtype, c,
                                                           dense, not uniform, layout == "NHWC"))
-        rows = _ROWS_PER_BLOCK
-        launch_3d(fn, n, (H + rows - 1) // rows, (W + _X_PER_THREAD - 1) // _X_PER_THREAD,
+        rows, xpt = tuning.rows_per_block, tuning.x_per_thread
+        launch_3d(fn, n, (H + rows - 1) // rows, (W + xpt - 1) // xpt,
                   tables + (dst, i32(H), i32(W), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
                             i32(swap_rb), f32(scale), *m, *sd, *p, i32(n), i32(rows)),
-                  block_x=_BLOCK_X)
+                  block_x=tuning.block_x)
     return native, meta

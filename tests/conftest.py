@@ -118,6 +118,14 @@ def poisoned_outputs(monkeypatch):
     monkeypatch.setattr(_arrays.Prepared, "output", output)
 
 
+def tune(monkeypatch, spec_module, **changes):
+    """Run the test with a kernel family's tuning changed (``spec_module.SPEC``, a frozen
+    dataclass in ``cupyprep._specs``, replaced for the test's duration)."""
+    import dataclasses
+
+    monkeypatch.setattr(spec_module, "SPEC", dataclasses.replace(spec_module.SPEC, **changes))
+
+
 @pytest.fixture
 def launched(monkeypatch):
     """The (file, kernel name expression) pairs fetched for launch during the test."""

@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 import cupyprep.detection as det
-from conftest import assert_close
+from conftest import assert_close, tune
+from cupyprep import _arrays, _kernels, _nms_pipeline
+from cupyprep._specs import nms as nms_spec
+from cupyprep._specs import roi_align as roi_spec
 from cupyprep.cpu import detection as cpu
 
 
@@ -572,7 +575,7 @@ def poisoned_all_outputs(poisoned_outputs, monkeypatch):
     multiclass_nms returns, and the scratch they are carved from, start with every element
     (every byte, for the uint8 allocations carved into arrays) at KernelSide.poisoned's
     integer value, which no kernel writes by accident."""
-    allocate = det._arrays.Prepared.output  # poisoned_outputs' float poisoning in it
+    allocate = _arrays.Prepared.output  # poisoned_outputs' float poisoning in it
 
     def output(self, out, shape, dtype, name="out"):
         native, view = allocate(self, out, shape, dtype, name)
@@ -581,7 +584,7 @@ def poisoned_all_outputs(poisoned_outputs, monkeypatch):
             view.fill(np.iinfo(dtype).max // 3 + 7)
         return native, view
 
-    monkeypatch.setattr(det._arrays.Prepared, "output", output)
+    monkeypatch.setattr(_arrays.Prepared, "output", output)
 
 
 def odd_values(rng, shape, dtype, lo=-50.0, hi=150.0):
@@ -830,17 +833,17 @@ def test_kernel_small_sort_is_a_stable_argsort(kernels, n):
     keys[:2] = [info.max, info.min][:n]
     m = 1 << max(n - 1, 1).bit_length()
     perm = kernels.poisoned((n,), np.int64)
-    fn = det._kernels.get_function("nms.cu", "cupyprep_nms_small_sort")
+    fn = _kernels.get_function("nms.cu", "cupyprep_nms_small_sort")
     fn((1,), (max(32, min(1024, m // 2)),), (kernels.put(keys), np.int32(n), np.int32(m), perm))
     np.testing.assert_array_equal(kernels.get(perm), np.argsort(keys, kind="stable"))
 
 
 @pytest.mark.parametrize("n", [99, 100, 101])
 def test_kernel_nms_either_side_of_the_small_sort(kernels, monkeypatch, n):
-    """nms takes the one-block sort up to det._SMALL_SORT keys and the array library's sort
+    """nms takes the one-block sort up to NmsSpec.small_sort keys and the array library's sort
     above it (here the limit lowered to 100): equal results on both sides, with ties and
     NaN scores."""
-    monkeypatch.setattr(det, "_SMALL_SORT", 100)
+    tune(monkeypatch, nms_spec, small_sort=100)
     rng = np.random.default_rng(n)
     boxes = random_boxes(rng, n, extent=50)
     scores = (rng.integers(0, 6, n) / 5).astype(np.float32)  # six values: many ties
@@ -868,8 +871,8 @@ def test_kernel_nms_float16_rounds_side_lengths(kernels, monkeypatch):
         np.testing.assert_array_equal(kernels.get(det.nms(kernels.put(boxes), kernels.put(scores), thr)), kept16)
         got = det.nms(kernels.put(boxes.astype(np.float32)), kernels.put(scores), thr)
         np.testing.assert_array_equal(kernels.get(got), kept32)
-        for grouped_min in (det._GROUPED_MIN_BOXES, 0):
-            monkeypatch.setattr(det, "_GROUPED_MIN_BOXES", grouped_min)
+        for grouped_min in (nms_spec.SPEC.grouped_min_boxes, 0):
+            tune(monkeypatch, nms_spec, grouped_min_boxes=grouped_min)
             got = det.batched_nms(kernels.put(boxes), kernels.put(scores), kernels.put(idxs), thr)
             np.testing.assert_array_equal(kernels.get(got), kept16, err_msg=f"{thr} {grouped_min}")
         d = det.multiclass_nms(kernels.put(boxes), kernels.put(scores), iou_threshold=thr, max_detections=4)
@@ -904,10 +907,10 @@ def test_kernel_batched_nms(kernels):
 
 @pytest.mark.parametrize("n", [150, 700])
 def test_kernel_batched_nms_grouped(kernels, monkeypatch, n):
-    """The class-sorted path (used above det._GROUPED_MIN_BOXES boxes), here at small sizes;
+    """The class-sorted path (used above NmsSpec.grouped_min_boxes boxes), here at small sizes;
     classes that agree in their low 32 bits share a sorted run and must still not suppress
     each other."""
-    monkeypatch.setattr(det, "_GROUPED_MIN_BOXES", 0)
+    tune(monkeypatch, nms_spec, grouped_min_boxes=0)
     rng = np.random.default_rng(n)
     boxes, scores = random_boxes(rng, n, extent=60), distinct_scores(rng, n)
     idxs = rng.integers(-2, 3, n).astype(np.int64)
@@ -928,7 +931,7 @@ def test_kernel_nms_long_suppression_chain(kernels, monkeypatch, grouped):
     """Boxes in a row, each overlapping only its neighbours with IoU > 0.5 (7 / 13), scores
     falling along the row: every kept box depends on the whole chain before it, across
     many 64-row chunks (more than 32, so chunks are read in several rounds)."""
-    monkeypatch.setattr(det, "_GROUPED_MIN_BOXES", 0)
+    tune(monkeypatch, nms_spec, grouped_min_boxes=0)
     n = 64 * 35 + 5
     x = np.arange(n, dtype=np.float32) * 3
     boxes = np.stack([x, np.zeros(n, np.float32), x + 10, np.full(n, 10, np.float32)], axis=1)
@@ -992,15 +995,15 @@ def test_kernel_multiclass_counts_candidates_for_a_large_mask(kernels, poisoned_
     count of the passing candidates (here a budget of one byte forces it): the mask is
     sized for that count, and the result is the CPU backend's without top_k. NaN scores
     and an image where nothing passes are among the inputs."""
-    monkeypatch.setattr(det, "_MASK_BUDGET", 1)
+    tune(monkeypatch, nms_spec, mask_budget=1)
     seen = []
-    mask_bytes = det._mask_bytes
+    mask_bytes = _nms_pipeline.mask_bytes
 
     def spy(B, K):
         seen.append(K)
         return mask_bytes(B, K)
 
-    monkeypatch.setattr(det, "_mask_bytes", spy)
+    monkeypatch.setattr(_nms_pipeline, "mask_bytes", spy)
     rng = np.random.default_rng(40)
     B, N, C = 3, 120, 5
     boxes = np.stack([random_boxes(rng, N) for _ in range(B)])
@@ -1055,7 +1058,7 @@ def test_gpu_multiclass_yolo_sized_without_top_k():
     B, N, C = 8, 8400, 80
     boxes = cupy.asarray(np.stack([random_boxes(rng, N, extent=640, sides=(10, 110)) for _ in range(B)]))
     scores = cupy.asarray(rng.random((B, N, C), dtype=np.float32))
-    assert det._mask_bytes(B, N * C) > 200e9
+    assert _nms_pipeline.mask_bytes(B, N * C) > 200e9
     got = det.multiclass_nms(boxes, scores, score_threshold=0.99)
     ref = det.multiclass_nms(boxes, scores, score_threshold=0.99, top_k=20000)
     assert int((scores > 0.99).sum(axis=(1, 2)).max()) < 20000
@@ -1117,9 +1120,9 @@ def test_kernel_roi_align_big_adaptive_grids_and_channel_chunks(kernels, poisone
     block every channel is a block of its own, with 1024 one block takes all 5. Not
     narrow: every roi takes the per-output path with 64-bit offsets. One bin: the kernel
     divides plainly instead of by multiply-high."""
-    monkeypatch.setattr(det, "_ROI_ITEMS_PER_BLOCK", items)
+    tune(monkeypatch, roi_spec, items_per_block=items)
     if not narrow:
-        monkeypatch.setattr(det, "_ROI_NARROW_LIMIT", 0)
+        tune(monkeypatch, roi_spec, narrow_limit=0)
     rng = np.random.default_rng(15)
     feat = rng.standard_normal((2, 5, 23, 31)).astype(np.float32)
     rois = np.array([[0, -20, -10, 90, 70],     # 110 x 80 px, partly outside: grid 55 x 27
@@ -1174,7 +1177,7 @@ def test_gpu_batched_nms_equals_torchvision(n):
     boxes = random_boxes(rng, n, extent=1000, sides=(10, 110))
     scores = distinct_scores(rng, n)
     idxs = rng.integers(0, 80, n)
-    # 5000: score order with a class test (below det._GROUPED_MIN_BOXES); 20000, 100000:
+    # 5000: score order with a class test (below NmsSpec.grouped_min_boxes); 20000, 100000:
     # class-sorted. torchvision runs nms per class above 20000 coordinates and shifts
     # coordinates by class below: the shifted boxes here never change an IoU's rounding
     # enough to matter (the kept lists are equal)
@@ -1200,7 +1203,7 @@ def test_gpu_nms_more_chunks_than_resident_blocks():
 @pytest.mark.parametrize("op", ["nms", "batched_nms"])
 def test_gpu_nms_sync_free_form_under_graph_capture(monkeypatch, op):
     _, torch = _torchvision()
-    monkeypatch.setattr(det, "_GROUPED_MIN_BOXES", 0)  # batched_nms: the class-sorted path
+    tune(monkeypatch, nms_spec, grouped_min_boxes=0)  # batched_nms: the class-sorted path
     rng = np.random.default_rng(17)
     boxes, scores = _cuda(random_boxes(rng, 3000, extent=1000, sides=(10, 110))), _cuda(distinct_scores(rng, 3000))
     idxs = _cuda(rng.integers(0, 5, 3000))
@@ -1312,8 +1315,8 @@ def _check_carve(carve, get):
 
 
 def test_carve_lays_arrays_apart():
-    call = det._arrays.Prepared(np.zeros(1), "numpy", True)
-    _check_carve(det._Carve(call, _CARVE_SPECS), np.asarray)
+    call = _arrays.Prepared(np.zeros(1), "numpy", True)
+    _check_carve(_nms_pipeline.Carve(call, _CARVE_SPECS), np.asarray)
 
 
 @pytest.mark.gpu
@@ -1325,9 +1328,9 @@ def test_carve_on_the_callers_allocator(kind):
     import torch
 
     x = torch.zeros(3, device="cuda") if kind == "torch" else cupy.zeros(3)
-    call = det._arrays.prepare(x, "boxes")
+    call = _arrays.prepare(x, "boxes")
     with call.launch():
-        carve = det._Carve(call, _CARVE_SPECS)
+        carve = _nms_pipeline.Carve(call, _CARVE_SPECS)
         _check_carve(carve, cupy.asnumpy)
         ids = carve.native("ids")
         if kind == "torch":

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import cupyprep
-from conftest import random_image
-from cupyprep import _arrays, interop
+from conftest import random_image, tune
+from cupyprep import _allocators, _arrays, _streams, _torch, _transfers, interop
+from cupyprep._specs import nms as nms_spec
 from op_cases import _META, flat, image_ops, post_ops
 
 torch = pytest.importorskip("torch")
@@ -76,7 +77,7 @@ def test_blocks_allocated_under_a_capture_are_kept(monkeypatch):
     current; the allocator is restored afterwards."""
     import cupy
 
-    monkeypatch.setattr(_arrays, "_KEPT_FOR_GRAPHS", [])
+    monkeypatch.setattr(_allocators, "KEPT_FOR_GRAPHS", [])
     given = []
 
     def fake(size):
@@ -84,11 +85,11 @@ def test_blocks_allocated_under_a_capture_are_kept(monkeypatch):
         return given[-1]
 
     with cupy.cuda.using_allocator(fake):
-        with _arrays._captured_allocations():
+        with _allocators.captured_allocations():
             a = cupy.cuda.get_allocator()(256)
             b = cupy.cuda.get_allocator()(512)
         assert cupy.cuda.get_allocator() is fake
-    assert [a, b] == given == _arrays._KEPT_FOR_GRAPHS
+    assert [a, b] == given == _allocators.KEPT_FOR_GRAPHS
 
 
 def test_release_graph_memory_lets_go_of_the_kept_blocks(monkeypatch):
@@ -96,19 +97,19 @@ def test_release_graph_memory_lets_go_of_the_kept_blocks(monkeypatch):
     blocks allocated under a capture after it are held again."""
     import cupy
 
-    monkeypatch.setattr(_arrays, "_KEPT_FOR_GRAPHS", [])
+    monkeypatch.setattr(_allocators, "KEPT_FOR_GRAPHS", [])
 
     class Block:
         def __init__(self, size):
             self.mem = type("Memory", (), {"size": size})()
 
-    with cupy.cuda.using_allocator(Block), _arrays._captured_allocations():
+    with cupy.cuda.using_allocator(Block), _allocators.captured_allocations():
         cupy.cuda.get_allocator()(512)
         cupy.cuda.get_allocator()(1536)
-    assert len(_arrays._KEPT_FOR_GRAPHS) == 2
+    assert len(_allocators.KEPT_FOR_GRAPHS) == 2
     assert cupyprep.release_graph_memory() == 2048
-    assert _arrays._KEPT_FOR_GRAPHS == [] and cupyprep.release_graph_memory() == 0
-    with cupy.cuda.using_allocator(Block), _arrays._captured_allocations():
+    assert _allocators.KEPT_FOR_GRAPHS == [] and cupyprep.release_graph_memory() == 0
+    with cupy.cuda.using_allocator(Block), _allocators.captured_allocations():
         cupy.cuda.get_allocator()(256)
     assert cupyprep.release_graph_memory() == 256
 
@@ -160,11 +161,11 @@ def test_torch_allocations_are_swapped_in_and_out():
         raise AssertionError("not to be called")
 
     with cupy.cuda.using_allocator(fake):
-        with _arrays._torch_allocations():
-            assert cupy.cuda.get_allocator() is _arrays.torch_malloc
+        with _allocators.torch_allocations():
+            assert cupy.cuda.get_allocator() is _allocators.torch_malloc
         assert cupy.cuda.get_allocator() is fake
         with pytest.raises(KeyError):
-            with _arrays._torch_allocations():
+            with _allocators.torch_allocations():
                 raise KeyError("inside")
         assert cupy.cuda.get_allocator() is fake
 
@@ -219,7 +220,7 @@ def test_stream_none_and_host_inputs_are_untouched():
     img = random_image(np.random.default_rng(3), (4, 6, 3), np.uint8)
     want = cupyprep.resize(img, (2, 3))
     with interop.stream(None) as s:
-        assert s is None and _arrays.chosen_stream() is None
+        assert s is None and _streams.chosen_stream() is None
         np.testing.assert_array_equal(cupyprep.resize(img, (2, 3)), want)
 
 
@@ -238,7 +239,7 @@ def test_stream_blocks_nest_and_are_per_thread():
     outer, inner, other = (cupy.cuda.ExternalStream(ptr, device_id=0) for ptr in (0x1000, 0x2000, 0x3000))
 
     def chosen():
-        choice = _arrays.chosen_stream()
+        choice = _streams.chosen_stream()
         return None if choice is None else (choice.ptr, choice.device_id)
 
     seen = {}
@@ -293,7 +294,7 @@ def test_use_torch_allocator_restores_the_allocator_before():
     cupy.cuda.set_allocator(mine)
     try:
         with interop.use_torch_allocator():
-            assert cupy.cuda.get_allocator() is _arrays.torch_malloc
+            assert cupy.cuda.get_allocator() is _allocators.torch_malloc
         assert cupy.cuda.get_allocator() is mine
         with pytest.raises(KeyError), interop.use_torch_allocator():
             raise KeyError("inside")
@@ -304,10 +305,10 @@ def test_use_torch_allocator_restores_the_allocator_before():
         with interop.use_torch_allocator():
             with interop.use_torch_allocator(enable=False):
                 assert cupy.cuda.get_allocator() == pool_malloc
-            assert cupy.cuda.get_allocator() is _arrays.torch_malloc
+            assert cupy.cuda.get_allocator() is _allocators.torch_malloc
         assert cupy.cuda.get_allocator() is mine
         interop.use_torch_allocator()
-        assert cupy.cuda.get_allocator() is _arrays.torch_malloc
+        assert cupy.cuda.get_allocator() is _allocators.torch_malloc
         interop.use_torch_allocator(enable=False)
         assert cupy.cuda.get_allocator() == pool_malloc
     finally:
@@ -316,7 +317,7 @@ def test_use_torch_allocator_restores_the_allocator_before():
 
 # --- device (GPU) ----------------------------------------------------------------------------
 def cupy_view(torch_stream):
-    return _arrays.cupy_stream(torch_stream.cuda_stream)
+    return _streams.cupy_stream(torch_stream.cuda_stream)
 
 
 def _spin(stream, ms=200):
@@ -376,7 +377,7 @@ def test_from_torch_bfloat16_without_ml_dtypes_names_t(monkeypatch):
     def without_ml_dtypes(t):  # what CuPy 14.2 raises without ml_dtypes
         raise NotImplementedError("CuPy does not support bfloat16. Please install ml_dtypes to use bfloat16.")
 
-    monkeypatch.setattr(_arrays, "cupy_from_dlpack", without_ml_dtypes)
+    monkeypatch.setattr(_torch, "cupy_from_dlpack", without_ml_dtypes)
     t = torch.zeros((2, 3), dtype=torch.bfloat16, device="cuda")
     with pytest.raises(TypeError, match=r"^t: expected a dtype CuPy has \(its bfloat16 needs the "
                                         r"ml_dtypes package\), got torch.Tensor of shape \(2, 3\) and "
@@ -423,7 +424,7 @@ def test_internal_torch_views_share_memory(case):
     """The ops' cupy view of a torch tensor (inputs, outputs, scratch): same memory, shape,
     strides and values; a write through it lands in the tensor."""
     t = _TORCH_VIEWS[case]()
-    x = _arrays._from_torch(t)
+    x = _torch.from_torch(t)
     host = t.cpu().numpy()
     assert x.shape == host.shape and x.dtype == host.dtype
     np.testing.assert_array_equal(x.get(), host)
@@ -473,7 +474,7 @@ def test_op_on_another_stream_waits_for_the_input(kind, stream_kind):
         with cupyprep.stream(b):
             batch, _ = cupyprep.preprocess(x, (128, 128), mode="stretch")
     assert torch.cuda.current_stream().cuda_stream != b_ptr
-    _arrays.cupy_stream(b_ptr).synchronize()
+    _streams.cupy_stream(b_ptr).synchronize()
     values = batch.cpu().numpy() if kind == "torch" else cupy.asnumpy(batch)
     np.testing.assert_allclose(values, np.float32(200) / np.float32(255))
 
@@ -607,7 +608,7 @@ def _bystanders(stream):
     import cupy
 
     arrays = []
-    with torch.cuda.stream(stream), _arrays.cupy_stream(stream.cuda_stream):
+    with torch.cuda.stream(stream), _streams.cupy_stream(stream.cuda_stream):
         for n in [1 << k for k in range(9, 21)] * 3:
             arrays.append(cupy.full(n, 0x5A, cupy.uint8))
             arrays.append(torch.full((n,), 0x5A, dtype=torch.uint8, device="cuda"))
@@ -745,7 +746,7 @@ def test_host_data_put_by_kernel_parameters(kernels, dtype, shape):
         import cupy as xp
     else:
         xp = np
-    got = _arrays._put_in_graph(xp, host)
+    got = _transfers._put_in_graph(xp, host)
     assert got.shape == shape and got.dtype == dtype
     np.testing.assert_array_equal(kernels.get(got).view(np.uint8), host.view(np.uint8))
 
@@ -778,11 +779,9 @@ def test_host_copies_and_read_backs_under_capture_name_what(case, monkeypatch):
     a value back, raises under capture a ValueError naming what it copies or reads (and
     how to avoid it), before the copy or read (which would invalidate the capture); the
     capture then ends cleanly and CUDA stays usable."""
-    from cupyprep import detection
-
     name, inputs, op, what = case
     if name == "multiclass_nms_count":
-        monkeypatch.setattr(detection, "_MASK_BUDGET", 0)  # it counts the candidates first
+        tune(monkeypatch, nms_spec, mask_budget=0)  # it counts the candidates first
     args = [torch.from_numpy(np.asarray(a)).cuda() for a in inputs]
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -852,8 +851,8 @@ def test_captured_tables_outlive_the_cache(monkeypatch):
     fresh call computes."""
     import cupy
 
-    monkeypatch.setattr(_arrays, "_CONSTANTS_MAX", 8)
-    monkeypatch.setattr(_arrays, "_constants_limit", len(_arrays._constants) + 8)
+    monkeypatch.setattr(_transfers, "_CONSTANTS_MAX", 8)
+    monkeypatch.setattr(_transfers, "_constants_limit", len(_transfers._constants) + 8)
     rng = np.random.default_rng(13)
     host, fresh = (random_image(rng, (2, 33, 47, 3), np.uint8) for _ in range(2))
     x = torch.from_numpy(host).cuda()
@@ -863,15 +862,15 @@ def test_captured_tables_outlive_the_cache(monkeypatch):
     with torch.cuda.stream(stream):
         cupyprep.resize(x, size, interpolation="area")
     torch.cuda.current_stream().wait_stream(stream)
-    tables = [k for k in _arrays._constants if k[1] == "area" and k[2:4] in ((47, 29), (33, 18))]
+    tables = [k for k in _transfers._constants if k[1] == "area" and k[2:4] in ((47, 29), (33, 18))]
     assert len(tables) == 2
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream):
         got = cupyprep.resize(x, size, interpolation="area")
     fillers = [("filler", i) for i in range(30)]
     for key in fillers:
-        _arrays.device_constant(cupy, key, lambda: np.zeros(200, np.float32), "a filler", "")
-    kept = set(_arrays._constants)
+        _transfers.device_constant(cupy, key, lambda: np.zeros(200, np.float32), "a filler", "")
+    kept = set(_transfers._constants)
     assert all(k in kept for k in tables)
     assert sum(k[1:] in fillers for k in kept) <= 8  # the others were dropped
     garbage = [cupy.full(n, 0xFF, cupy.uint8) for n in [1 << k for k in range(9, 20)] * 4]
@@ -953,9 +952,9 @@ def test_use_torch_allocator_counts_outputs_in_torch():
 @pytest.mark.gpu
 def test_current_stream_handle_is_torchs():
     s = torch.cuda.Stream()
-    assert _arrays.torch_current_stream(0) == torch.cuda.current_stream(0).cuda_stream
+    assert _streams.torch_current_stream(0) == torch.cuda.current_stream(0).cuda_stream
     with torch.cuda.stream(s):
-        assert _arrays.torch_current_stream(0) == s.cuda_stream
+        assert _streams.torch_current_stream(0) == s.cuda_stream
 
 
 @pytest.mark.gpu

@@ -417,7 +417,7 @@ def test_gpu_page_locked_frames_are_sent_directly(pinned):
     batch equals preprocess of its frames, also while the source's tensors are dropped as
     soon as they are handed over (the Loader keeps them until their copy has finished)."""
     torch = pytest.importorskip("torch")
-    from cupyprep import pipeline
+    from cupyprep import _staging
 
     rng = np.random.default_rng(5)
     frames = [rng.integers(0, 256, (300 + 7 * i, 400, 3), dtype=np.uint8) for i in range(4)] * 6
@@ -428,17 +428,17 @@ def test_gpu_page_locked_frames_are_sent_directly(pinned):
             yield t.pin_memory() if (pinned == "all" or i % 2) else t
 
     seen = []
-    original = pipeline._page_locked
+    original = _staging.page_locked
 
     def spy(frame):
         seen.append(original(frame))
         return seen[-1]
 
-    pipeline._page_locked = spy
+    _staging.page_locked = spy
     try:
         got = collect(Loader(source(), SIZE, batch_size=4, device="cuda", output="torch"))
     finally:
-        pipeline._page_locked = original
+        _staging.page_locked = original
     if pinned == "all":  # every frame was checked and sent from where it was
         assert len(seen) == len(frames) and all(seen)
     else:  # each batch starts with a pageable frame, so every batch is staged

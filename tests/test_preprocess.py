@@ -228,7 +228,7 @@ def test_kernel_meta_mapping_equals_the_expressions(kernels, poisoned_outputs, d
     """PreprocessMeta.to_original / to_network in one kernel equal the CPU backend's array
     expressions bit for bit (the table rounded to the coordinates' dtype, each operation on
     its own), in every form: per image, a list, a host or device image_index, strided."""
-    from cupyprep.preprocess import _map_expression
+    from cupyprep._preprocess_meta import _map_expression
 
     rng = np.random.default_rng(22)
     for meta in _metas():

@@ -312,7 +312,8 @@ def test_gpu_torch_zero_copy(torch_cuda, monkeypatch):
 # --- cubic and area: each of OpenCV's algorithms, and the edges ----------------------------
 def area_kernel(src_hw, dst_hw):
     """The area kernel a resize runs (so each test below provably reaches its regime)."""
-    from cupyprep.geometry import _area_kernel, _scale
+    from cupyprep._resizing import area_kernel as _area_kernel
+    from cupyprep._resizing import resize_scale as _scale
 
     return _area_kernel(_scale(src_hw[0], dst_hw[0]), _scale(src_hw[1], dst_hw[1]))[0]
 

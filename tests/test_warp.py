@@ -7,8 +7,12 @@ import math
 import numpy as np
 import pytest
 
+from cupyprep import _kernels, _matrix_math, _warping, augment
 from cupyprep import geometry as G
-from conftest import assert_close, photo, random_image
+from cupyprep._launch import BLOCK_3D
+from cupyprep._specs import warp as warp_spec
+from cupyprep._specs._common import C_TYPES
+from conftest import assert_close, photo, random_image, tune
 
 import cv2  # noqa: E402  (the reference of every test here; in the test extra)
 
@@ -99,12 +103,12 @@ def test_warp_inverse_of_one_host_matrix_is_cv2s():
     for _ in range(2000):
         M = rng.normal(size=(2, 3)) * rng.choice([1e-6, 1e-3, 1.0, 1e3, 1e6])
         want = cv2.invertAffineTransform(M)
-        np.testing.assert_array_equal(G._inverse(M, False, False, "M"), want)
-        np.testing.assert_array_equal(G._inverse(M[None], False, False, "M")[0], want)
+        np.testing.assert_array_equal(_warping.inverse(M, False, False, "M"), want)
+        np.testing.assert_array_equal(_warping.inverse(M[None], False, False, "M")[0], want)
         np.testing.assert_array_equal(G.invert_affine_transform(M), want)
     singular = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 5.0]])
     with pytest.raises(ValueError, match="M: singular"):
-        G._inverse(singular, False, False, "M")
+        _warping.inverse(singular, False, False, "M")
     with pytest.raises(ValueError, match=r"^matrix: singular"):
         G.invert_affine_transform(singular)
     # in a batch the error names the first singular matrix
@@ -711,7 +715,7 @@ def test_gpu_random_affine_cupy_generators():
     cupy = pytest.importorskip("cupy")
     batch = cupy.asarray(random_image(np.random.default_rng(52), (5, 12, 17, 3), np.uint8))
     args = (30.0, (0.1, 0.2), (0.8, 1.2), 10.0, 0.5)
-    terms = G._affine_terms((-30.0, 30.0), (0.8, 1.2), (-10.0, 10.0), (0.1, 0.2), 17, 12, 0.5)
+    terms = augment._affine_terms((-30.0, 30.0), (0.8, 1.2), (-10.0, 10.0), (0.1, 0.2), 17, 12, 0.5)
     a, Ma = G.random_affine(batch, *args, generator=cupy.random.default_rng(7))
     b, Mb = G.random_affine(batch, *args, seed=7)
     np.testing.assert_array_equal(Ma.get(), Mb.get())
@@ -720,7 +724,7 @@ def test_gpu_random_affine_cupy_generators():
                       (cupy.random.RandomState(3), cupy.random.RandomState(3).random_sample((5, 6)))]:
         warped, mats = G.random_affine(batch, *args, generator=gen)
         # the device's cos / sin / tan against NumPy's: see the test of the CPU formula
-        np.testing.assert_allclose(mats.get(), G._affine_from_uniforms(twin.get(), terms), rtol=1e-14, atol=1e-12)
+        np.testing.assert_allclose(mats.get(), augment._affine_from_uniforms(twin.get(), terms), rtol=1e-14, atol=1e-12)
         for n in range(5):
             np.testing.assert_array_equal(warped[n].get(), cv2_warp(batch[n].get(), mats[n].get(), (12, 17), "linear"))
 
@@ -739,16 +743,16 @@ def test_kernel_random_affine_matrices_follow_the_cpu_formula(kernels):
     u[1] = np.nextafter(1.0, 0.0)  # the high ends
     u[2, 5], u[3, 5] = 0.5, np.nextafter(0.5, 0.0)  # flip_p 0.5: no flip at 0.5, flip below
     w, h = 37, 23
-    terms = G._affine_terms((-170.0, 25.0), (0.5, 1.7), (-20.0, 35.0), (0.3, 0.2), w, h, 0.5)
+    terms = augment._affine_terms((-170.0, 25.0), (0.5, 1.7), (-20.0, 35.0), (0.3, 0.2), w, h, 0.5)
     call = _arrays.prepare(kernels.put(np.zeros((37, h, w, 3), np.uint8)), "batch")
     with call.launch():
-        mats, inv = G._affine_on_device(call.xp, kernels.put(u), terms)
+        mats, inv = augment._affine_on_device(call.xp, kernels.put(u), terms)
     mats, inv = kernels.get(mats), kernels.get(inv)
-    want = G._affine_from_uniforms(u, terms)
+    want = augment._affine_from_uniforms(u, terms)
     np.testing.assert_allclose(mats, want, rtol=1e-14, atol=1e-12)
-    np.testing.assert_array_equal(inv, G._invert_affine(mats, np))
+    np.testing.assert_array_equal(inv, _matrix_math.invert_affine(mats, np))
     assert (mats[2, 0, 0] > 0) == (want[2, 0, 0] > 0) and mats[3, 0, 0] * want[3, 0, 0] > 0
-    empty, empty_inv = G._affine_on_device(call.xp, kernels.put(u[:0]), terms)
+    empty, empty_inv = augment._affine_on_device(call.xp, kernels.put(u[:0]), terms)
     assert empty.shape == empty_inv.shape == (0, 2, 3)
 
 
@@ -766,22 +770,22 @@ def test_kernel_similarity_follows_the_cpu_formula(kernels):
     with call.launch():
         for s, d in ((src, dst), (src, tmpl), (tmpl, dst), (src[:1], dst), (src[3], dst[3]),
                      (src[:, :2], dst[:, :2])):
-            got = kernels.get(G._similarity_on_device(call.xp, kernels.put(s), kernels.put(d)))
+            got = kernels.get(_matrix_math.similarity_on_device(call.xp, kernels.put(s), kernels.put(d)))
             np.testing.assert_allclose(got, G.estimate_similarity(s, d), rtol=0, atol=1e-9)
-        assert kernels.get(G._similarity_on_device(call.xp, kernels.put(src[:0]), kernels.put(tmpl))).shape == (0, 2, 3)
+        assert kernels.get(_matrix_math.similarity_on_device(call.xp, kernels.put(src[:0]), kernels.put(tmpl))).shape == (0, 2, 3)
         same = src.copy()
         same[4] = same[4, :1]  # set 4: every point the same
         with pytest.raises(ValueError, match="coincide"):
-            G._similarity_on_device(call.xp, kernels.put(same), kernels.put(dst))
+            _matrix_math.similarity_on_device(call.xp, kernels.put(same), kernels.put(dst))
         with pytest.raises(ValueError):
-            G._similarity_on_device(call.xp, kernels.put(src[:3]), kernels.put(dst[:4]))
-        mats, inv = G._similarity_on_device(call.xp, kernels.put(src), kernels.put(dst), inverse=True)
+            _matrix_math.similarity_on_device(call.xp, kernels.put(src[:3]), kernels.put(dst[:4]))
+        mats, inv = _matrix_math.similarity_on_device(call.xp, kernels.put(src), kernels.put(dst), inverse=True)
         # the inverse is invert_affine_transform's formula, bit for bit
-        np.testing.assert_array_equal(kernels.get(inv), G._invert_affine(kernels.get(mats), np))
+        np.testing.assert_array_equal(kernels.get(inv), _matrix_math.invert_affine(kernels.get(mats), np))
         flat = dst.copy()
         flat[6] = 5.0  # set 6's destination points coincide: a = b = 0
         with pytest.raises(ValueError, match="landmarks: a fitted similarity is singular"):
-            G._similarity_on_device(call.xp, kernels.put(src), kernels.put(flat), "landmarks", inverse=True)
+            _matrix_math.similarity_on_device(call.xp, kernels.put(src), kernels.put(flat), "landmarks", inverse=True)
 
 
 def coinciding_landmarks():
@@ -851,23 +855,23 @@ def edge_matrices(rng, h, w):
 def warp_variants(monkeypatch):
     """The warp kernel name expressions launched during the test, in order."""
     seen = []
-    get_function = G._kernels.get_function
+    get_function = _kernels.get_function
 
     def spy(filename, expr):
         if filename == "warp.cu":
             seen.append(expr)
         return get_function(filename, expr)
 
-    monkeypatch.setattr(G._kernels, "get_function", spy)
+    monkeypatch.setattr(_kernels, "get_function", spy)
     return seen
 
 
 @pytest.fixture
 def dense_warps(monkeypatch):
-    """The dense kernels for every dense warp: the staged kernel (geometry._WARP_STAGED, its
+    """The dense kernels for every dense warp: the staged kernel (WarpSpec.staged, its
     own tests below) would otherwise take uint8 linear 3- and 4-channel warps with a
     constant border whose sources are word-aligned."""
-    monkeypatch.setattr(G, "_WARP_STAGED", False)
+    tune(monkeypatch, warp_spec, staged=False)
 
 
 def check_batch(kernels, src, host, Ms, size, interpolation, border="constant", value=0,
@@ -896,8 +900,7 @@ def test_kernel_dense_uint8_row_edges(kernels, dense_warps, monkeypatch, warp_va
                                       channels, pixels, block_x):
     """Tight (N, h, w, C) batches of every width 1..9 and 511 (odd heights), output widths
     1..9 and 511 as well, one matrix per image; one-row and 2-D blocks."""
-    monkeypatch.setattr(G, "_WARP_PIXELS_PER_THREAD", pixels)
-    monkeypatch.setattr(G, "_WARP_BLOCK_X", block_x)
+    tune(monkeypatch, warp_spec, pixels_per_thread=pixels, block_x=block_x)
     rng = np.random.default_rng(40 + channels)
     for w in DENSE_WIDTHS:
         h = 3 if w > 100 else 2 * (w % 4) + 1
@@ -933,7 +936,7 @@ def test_kernel_dense_unaligned_sources(kernels, dense_warps, warp_variants, bor
             check_batch(kernels, kernels.put(wide)[:, dy:, dx:], host, Ms, (h, w), "nearest",
                         border, 200)
     assert {e.split("<")[1] for e in warp_variants} == {
-        f"unsigned char, {channels}, true, {G._warp_pixels(i, np.uint8, channels, border)}, false>"
+        f"unsigned char, {channels}, true, {warp_spec.SPEC.pixels(i, np.uint8, channels, border)}, false>"
         for i in ("nearest", "linear")}
 
 
@@ -967,13 +970,13 @@ def test_kernel_dense_cubic(kernels, monkeypatch, warp_variants, dtype, channels
         for src, ref in sources:
             for border in ("constant", "reflect101"):
                 dense = check_batch(kernels, src, ref, Ms, (h + 2, w + 1), "cubic", border, 7)
-                monkeypatch.setattr(G, "_WARP_DENSE", False)
+                tune(monkeypatch, warp_spec, dense=False)
                 generic = check_batch(kernels, src, ref, Ms, (h + 2, w + 1), "cubic", border, 7)
-                monkeypatch.setattr(G, "_WARP_DENSE", True)
+                tune(monkeypatch, warp_spec, dense=True)
                 np.testing.assert_array_equal(dense.view(np.uint8), generic.view(np.uint8))
-    ctype = G.C_TYPES[np.dtype(dtype)]
+    ctype = C_TYPES[np.dtype(dtype)]
     dense = {f"cupyprep_warp_affine_cubic<{ctype}, {channels}, true, "
-             f"{G._warp_pixels('cubic', dtype, channels, b)}, false>" for b in ("constant", "reflect101")}
+             f"{warp_spec.SPEC.pixels('cubic', dtype, channels, b)}, false>" for b in ("constant", "reflect101")}
     assert set(warp_variants) == dense | {f"cupyprep_warp_affine_cubic<{ctype}, {channels}, false, 1, false>"}
 
 
@@ -984,18 +987,18 @@ def test_kernel_dense_cubic_tall(kernels, monkeypatch, warp_variants, dtype):
     one and two block tiles, so threads start and stop inside their rows, equal to the
     generic kernel bit for bit and to cv2 within cubic's tolerance."""
     rng = np.random.default_rng(140)
-    px = G._warp_pixels("cubic", dtype, 3)
-    tile = G._warp_rows("cubic", px) * (G._kernels.BLOCK_3D // G._WARP_BLOCK_X)
+    px = warp_spec.SPEC.pixels("cubic", dtype, 3)
+    tile = warp_spec.SPEC.rows("cubic", px) * (BLOCK_3D // warp_spec.SPEC.block_x)
     h, w = tile + 5, 11
     host = random_image(rng, (2, h, w, 3), dtype)
     Ms = np.stack([rotation(rng, h, w), cv2.getRotationMatrix2D((w / 2, h / 2), 7.0, 1.1)])
     for size in [(tile - 1, w), (2 * tile + 3, w + 2)]:
         dense = check_batch(kernels, kernels.put(host), host, Ms, size, "cubic", "constant", 7)
-        monkeypatch.setattr(G, "_WARP_DENSE", False)
+        tune(monkeypatch, warp_spec, dense=False)
         generic = check_batch(kernels, kernels.put(host), host, Ms, size, "cubic", "constant", 7)
-        monkeypatch.setattr(G, "_WARP_DENSE", True)
+        tune(monkeypatch, warp_spec, dense=True)
         np.testing.assert_array_equal(dense.view(np.uint8), generic.view(np.uint8))
-    ctype = G.C_TYPES[np.dtype(dtype)]
+    ctype = C_TYPES[np.dtype(dtype)]
     assert f"cupyprep_warp_affine_cubic<{ctype}, 3, true, {px}, false>" in warp_variants
 
 
@@ -1008,9 +1011,9 @@ def test_kernel_dense_uint8_tall_interiors(kernels, dense_warps, monkeypatch, wa
     a border, outside a zoomed-out image or at the output's last rows: tight sources,
     sources one byte off a word, and windows of wider images (row strides not a multiple
     of 4)."""
-    monkeypatch.setattr(G, "_WARP_BLOCK_X", block_x)
+    tune(monkeypatch, warp_spec, block_x=block_x)
     rng = np.random.default_rng(90 + channels)
-    tile = G._WARP_ROWS_PER_THREAD * (G._kernels.BLOCK_3D // block_x)  # output rows of a block
+    tile = warp_spec.SPEC.rows_per_thread * (BLOCK_3D // block_x)  # output rows of a block
     h, w = tile + 9, 45
     Ms = edge_matrices(rng, h, w)
     n = len(Ms)
@@ -1026,7 +1029,7 @@ def test_kernel_dense_uint8_tall_interiors(kernels, dense_warps, monkeypatch, wa
             check_batch(kernels, src, ref, Ms, size, "linear", "constant", 9)
         check_batch(kernels, src, ref, Ms, (h, w), "linear", "reflect101")
     assert set(warp_variants) == {f"cupyprep_warp_affine_linear<unsigned char, {channels}, "
-                                  f"true, {G._warp_pixels('linear', np.uint8, channels, b)}, false>"
+                                  f"true, {warp_spec.SPEC.pixels('linear', np.uint8, channels, b)}, false>"
                                   for b in ("constant", "reflect101")}
 
 
@@ -1054,7 +1057,7 @@ def test_kernel_dense_output_views(kernels, dense_warps, warp_variants, channels
             check_batch(kernels, kernels.put(host), host, Ms, (h, w), "linear", "constant", 4,
                         out=out)
     dense = {f"cupyprep_warp_affine_linear<unsigned char, {channels}, true, "
-             f"{G._warp_pixels('linear', np.uint8, channels, b)}, false>"
+             f"{warp_spec.SPEC.pixels('linear', np.uint8, channels, b)}, false>"
              for b in ("constant", "reflect101")}
     generic = f"cupyprep_warp_affine_linear<unsigned char, {channels}, false, 1, false>"
     assert sum(warp_variants.count(e) for e in dense) == 12
@@ -1067,17 +1070,17 @@ def picked_pixels(name, border="constant"):
     kernel = name.split("<")[0].rsplit("_", 1)[1]
     ctype, channels = name.split("<")[1].split(", ")[:2]
     dtype = next(d for d, c in G.C_TYPES.items() if c == ctype)
-    return G._warp_pixels(kernel, dtype, int(channels), border)
+    return warp_spec.SPEC.pixels(kernel, dtype, int(channels), border)
 
 
 def test_warp_pixels_per_thread():
     """The dense warps' pixels a thread, as measured fastest on W5's rotations
-    (benchmarks/NOTES.md): 4 for nearest and linear, fewer for wide pixels (nearest: 2 of 8
+    (docs/performance-history): 4 for nearest and linear, fewer for wide pixels (nearest: 2 of 8
     bytes, 1 of 12 or 16; linear: 2 of 8 or 16) and for cubic (uint8 1, float32 2, 2-byte
     elements 1 of 3 or 4 channels, else 2); with another border, fewer for the kinds listed
-    in _WARP_PIXELS_BY_BORDER; twice the rows a thread for cubic at one pixel. Every count
+    in WarpSpec.pixels_by_border; twice the rows a thread for cubic at one pixel. Every count
     picked is a registered variant."""
-    px = G._warp_pixels
+    px = warp_spec.SPEC.pixels
     assert [px("linear", np.uint8, c) for c in (1, 3, 4)] == [4, 4, 4]
     assert [px("nearest", np.uint8, c) for c in (1, 3, 4)] == [4, 4, 4]
     assert [px("linear", np.float32, c) for c in (1, 3, 4)] == [4, 4, 2]
@@ -1100,18 +1103,18 @@ def test_warp_pixels_per_thread():
     assert px("cubic", np.uint8, 3, "replicate") == 1
     assert [px("cubic", np.float32, c, "reflect101") for c in (1, 2, 3, 4)] == [2, 2, 1, 1]
     # rows a thread: twice the default for cubic at one pixel a row
-    rows = G._WARP_ROWS_PER_THREAD
-    assert [G._warp_rows(i, p) for i, p in (("cubic", 1), ("cubic", 2), ("linear", 1), ("nearest", 4))] == \
+    rows = warp_spec.SPEC.rows_per_thread
+    assert [warp_spec.SPEC.rows(i, p) for i, p in (("cubic", 1), ("cubic", 2), ("linear", 1), ("nearest", 4))] == \
         [2 * rows, rows, rows, rows]
     # every count picked is a registered variant (warmup and the NVRTC check compile those)
-    registered = {e for _, e in G._kernels.variants("warp")}
+    registered = {e for _, e in _kernels.variants("warp")}
     for op in ("affine", "perspective"):
         for i in ("nearest", "linear", "cubic"):
-            for d in G.WARP_DTYPES:
+            for d in warp_spec.DTYPES:
                 for c in (1, 3, 4):
                     for b in G.BORDER_MODES:
                         for listed in (False, True):
-                            assert G._warp_expr(op, i, d, c, True, px(i, d, c, b), listed) in registered
+                            assert warp_spec.SPEC.expr(op, i, d, c, True, px(i, d, c, b), listed) in registered
 
 
 @pytest.mark.parametrize("dtype", [np.uint16, np.float16, np.float32])
@@ -1130,9 +1133,9 @@ def test_kernel_dense_other_types(kernels, warp_variants, dtype, interpolation):
             Hs = np.stack([homography(rng, h, w) for _ in range(6)])
             check_batch(kernels, src, host, Hs, (h, w + 2), interpolation, "constant", 0.5,
                         perspective=True)
-    ctype = G.C_TYPES[np.dtype(dtype)]
+    ctype = C_TYPES[np.dtype(dtype)]
     assert set(warp_variants) == {f"cupyprep_warp_{op}_{interpolation}<{ctype}, {c}, true, "
-                                  f"{G._warp_pixels(interpolation, dtype, c, border)}, false>"
+                                  f"{warp_spec.SPEC.pixels(interpolation, dtype, c, border)}, false>"
                                   for op, border in (("affine", "wrap"), ("perspective", "constant"))
                                   for c in (1, 3, 4)}
 
@@ -1164,7 +1167,7 @@ def test_kernel_dense_other_types_output_alignments(kernels, dense_warps, warp_v
         outside = np.repeat(~inside, np.dtype(dtype).itemsize)
         np.testing.assert_array_equal(got[outside], poison[outside])
     assert len(warp_variants) == 10 and all(
-        e.endswith(f"<{G.C_TYPES[np.dtype(dtype)]}, {channels}, true, "
+        e.endswith(f"<{C_TYPES[np.dtype(dtype)]}, {channels}, true, "
                    f"{picked_pixels(e, 'reflect101')}, false>")
         for e in warp_variants)
 
@@ -1210,9 +1213,9 @@ def test_kernel_dense_source_words(kernels, dense_warps, warp_variants, dtype, c
                 border = borders[(k + 2 * i + w) % len(borders)]
                 check_batch(kernels, src, ref, Ms, (h + 1, w + 2), interpolation, border, 7)
                 used.add((interpolation, border))
-    ctype = G.C_TYPES[np.dtype(dtype)]
+    ctype = C_TYPES[np.dtype(dtype)]
     assert set(warp_variants) == {f"cupyprep_warp_affine_{i}<{ctype}, {channels}, true, "
-                                  f"{G._warp_pixels(i, dtype, channels, b)}, false>"
+                                  f"{warp_spec.SPEC.pixels(i, dtype, channels, b)}, false>"
                                   for i, b in used}
 
 
@@ -1245,7 +1248,7 @@ def test_kernel_dense_uint8_halves_extremes_and_far_coordinates(kernels, dense_w
                     interpolation, border, value)
     assert set(warp_variants) == {f"cupyprep_warp_affine_{interpolation}<unsigned char, "
                                   f"{channels}, true, "
-                                  f"{G._warp_pixels(interpolation, np.uint8, channels, b)}, false>"
+                                  f"{warp_spec.SPEC.pixels(interpolation, np.uint8, channels, b)}, false>"
                                   for b in ("constant", "reflect101")}
 
 
@@ -1292,7 +1295,7 @@ def test_kernel_dense_lists(kernels, dense_warps, warp_variants, interpolation, 
             ref = cv2_warp(host, mats[k], size, interpolation, border, 200, perspective)
             np.testing.assert_array_equal(got[k], ref, err_msg=f"image {k} {host.shape}")
     t = "unsigned char"
-    px = G._warp_pixels(interpolation, np.uint8, channels, border)
+    px = warp_spec.SPEC.pixels(interpolation, np.uint8, channels, border)
     assert warp_variants == [f"cupyprep_warp_{op}_{interpolation}<{t}, {channels}, true, {px}, true>"
                              for op in ("affine", "perspective")]
     strided = kernels.put(random_image(rng, (6, 18) + ((channels,) if channels > 1 else ()), np.uint8))
@@ -1340,7 +1343,7 @@ def test_kernel_dense_lists_other_types(kernels, dense_warps, warp_variants, dty
 def test_kernel_dense_and_generic_agree(kernels, dense_warps, monkeypatch, dense, border):
     """The same batch through the dense variant and (with the dense variants switched off)
     the generic one: both equal cv2, image by image, with every border."""
-    monkeypatch.setattr(G, "_WARP_DENSE", dense)
+    tune(monkeypatch, warp_spec, dense=dense)
     rng = np.random.default_rng(80)
     for channels in (1, 3, 4):
         host = random_image(rng, (6, 11, 13, channels), np.uint8)
@@ -1482,8 +1485,8 @@ def test_cv2compat_border_value_is_a_scalar_like_cv2(value):
                                       cv2.warpAffine(src, M, (9, 8), borderValue=value))
 
 
-# --- the staged kernel (geometry._WARP_STAGED: uint8 linear, 3 or 4 channels, constant) -----
-STAGED = "cupyprep_warp_affine_linear_staged<unsigned char, {c}, {listed}, " + str(G._STAGED_BLOCKS) + ">"
+# --- the staged kernel (WarpSpec.staged: uint8 linear, 3 or 4 channels, constant) -----
+STAGED = "cupyprep_warp_affine_linear_staged<unsigned char, {c}, {listed}, " + str(warp_spec.SPEC.staged_blocks) + ">"
 
 
 def staged_matrices(rng, h, w):
@@ -1519,7 +1522,7 @@ def test_kernel_staged_matches_cv2(kernels, monkeypatch, warp_variants, channels
     box lies inside the image too), every
     path of the kernel (staged_matrices), border values 0, 9 and one per channel; outputs
     poisoned, one matrix per image."""
-    monkeypatch.setattr(G, "_WARP_STAGED", True)
+    tune(monkeypatch, warp_spec, staged=True)
     rng = np.random.default_rng(150 + channels)
     shapes = [((67, 132), (70, 131)), ((67, 144), (70, 131)), ((130, 68), (129, 140)),
               ((5, 4), (9, 7)), ((1, 4), (1, 1)), ((2, 8), (3, 70)), ((60, 68), (96, 128)),
@@ -1555,7 +1558,7 @@ def test_kernel_staged_lists_and_views(kernels, monkeypatch, warp_variants, chan
     through the dense kernel (rows of 39 bytes, or a start 3 bytes in: off a word); a
     4-channel output whose rows start off a word is written byte by byte, leaving the byte
     before it alone."""
-    monkeypatch.setattr(G, "_WARP_STAGED", True)
+    tune(monkeypatch, warp_spec, staged=True)
     rng = np.random.default_rng(160 + channels)
     hosts = [random_image(rng, (h, w, channels), np.uint8) for h, w in ((40, 36), (7, 4), (90, 100))]
     Ms = np.stack([staged_matrices(rng, *h.shape[:2])[k] for k, h in enumerate(hosts)])
@@ -1571,7 +1574,7 @@ def test_kernel_staged_lists_and_views(kernels, monkeypatch, warp_variants, chan
     check_batch(kernels, kernels.put(wide)[:, :, 1:], wide[:, :, 1:], Ms, (22, 19), "linear")
     # 4 channels: rows of 52 bytes (words, not 16-byte multiples); 3 channels: 39, and a
     # start 3 bytes in, both off a word
-    dense = f"cupyprep_warp_affine_linear<unsigned char, 3, true, {G._warp_pixels('linear', np.uint8, 3)}, false>"
+    dense = f"cupyprep_warp_affine_linear<unsigned char, 3, true, {warp_spec.SPEC.pixels('linear', np.uint8, 3)}, false>"
     expected = STAGED.format(c=channels, listed="false") if channels == 4 else dense
     assert warp_variants[1:] == [expected, expected]
     if channels == 4:
@@ -1592,11 +1595,9 @@ def test_kernel_staged_splits_and_loops_over_tiles(kernels, monkeypatch, warp_va
     block's tiles cross rows and images; and a grid smaller than the work (`most_blocks`)
     makes each block loop over several items, grouped and single. Tiles staged, filled and
     split, and the result is still cv2's."""
-    monkeypatch.setattr(G, "_WARP_STAGED", True)
-    monkeypatch.setattr(G, "_STAGED_GROUP", group)
-    monkeypatch.setattr(G, "_STAGED_SINGLE_WAVES", single_waves)
-    monkeypatch.setattr(G._kernels, "multiprocessors", lambda: 2)  # the GPU's too
-    launch = G._staged_launch
+    tune(monkeypatch, warp_spec, staged=True, staged_group=group, staged_single_waves=single_waves)
+    monkeypatch.setattr(_kernels, "multiprocessors", lambda: 2)  # the GPU's too
+    launch = _warping.staged_launch
     launches = []
 
     def capped(dh, dw, n_out):
@@ -1604,14 +1605,14 @@ def test_kernel_staged_splits_and_loops_over_tiles(kernels, monkeypatch, warp_va
         launches.append((grid, int(split[0]), int(split[1])))
         return (grid if most_blocks is None else min(grid, most_blocks)), split
 
-    monkeypatch.setattr(G, "_staged_launch", capped)
+    monkeypatch.setattr(_warping, "staged_launch", capped)
     rng = np.random.default_rng(175)
     host = random_image(rng, (8, 67, 132, 3), np.uint8)
     Ms = staged_matrices(rng, 67, 132)
     check_batch(kernels, kernels.put(host), host, Ms, (129, 140), "linear", "constant", (7, 8, 9))
     assert warp_variants == [STAGED.format(c=3, listed="false")]
     # 72 tiles: singles at the end (a whole number of them after the grouped blocks)
-    singles = min(72, math.ceil(single_waves * 2 * G._STAGED_BLOCKS))
+    singles = min(72, math.ceil(single_waves * 2 * warp_spec.SPEC.staged_blocks))
     grouped = (72 - singles) // group
     assert launches == [(72 - (group - 1) * grouped, group, grouped)]
 
@@ -1631,11 +1632,11 @@ def test_kernel_staged_agrees_with_dense_on_any_matrix(kernels, monkeypatch, war
     inv[4] = [[0.01, 0, 20], [0, 0.01, 10]]
     results = {}
     for staged in (True, False):
-        monkeypatch.setattr(G, "_WARP_STAGED", staged)
+        tune(monkeypatch, warp_spec, staged=staged)
         out = kernels.poisoned((8, 37, 71, 3), np.uint8)
         mats = kernels.put(inv) if kernels.name == "gpu" else inv
         if kernels.name != "gpu":  # NumPy matrices are checked for finite values: go by hand
-            monkeypatch.setattr(G, "_matrices", lambda name, m, rows, count, call: m)
+            monkeypatch.setattr(_warping, "check_matrices", lambda name, m, rows, count, call: m)
         results[staged] = kernels.get(G.warp_affine(kernels.put(host), mats, (37, 71),
                                                     inverse_map=True, out=out))
     np.testing.assert_array_equal(results[True], results[False])

@@ -68,7 +68,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _kernels
-from .._arrays import _byte_span
+from .._arrays import byte_span
 from .._kernels import KernelCompileError
 
 __all__ = [
@@ -433,12 +433,12 @@ def _dims(what: str, value) -> tuple[int, int, int]:
 
 def _span(a: np.ndarray) -> tuple[int, int]:
     """Lowest and one-past-highest byte address the array's elements cover (the ops' own
-    overlap test, :func:`cupyprep._arrays._byte_span`; an empty array sits at its pointer,
+    overlap test, :func:`cupyprep._arrays.byte_span`; an empty array sits at its pointer,
     where buffer offsets are counted from)."""
     if a.size == 0:
         ptr = a.__array_interface__["data"][0]
         return ptr, ptr
-    return _byte_span(a)
+    return byte_span(a)
 
 
 def _root_lo(a: np.ndarray) -> int:
@@ -755,6 +755,12 @@ class Emulator:
         return f"<Emulator sanitize={self.sanitize} cache_dir={str(self.cache_dir)!r}>"
 
     # -- compiling --------------------------------------------------------------------------
+    def records(self, data, pointers):
+        """A kernel argument of per-image records (``_launch.ragged_records``): ``data``
+        (a structured NumPy scalar or bytes) whose pointer fields at the byte offsets of
+        ``pointers`` (``(offset, array)`` pairs) are patched to the arrays' copies."""
+        return Records(data, pointers)
+
     def get_function(self, filename: str, name_expression: str) -> EmulatedKernel:
         """The kernel ``name_expression`` of ``kernels/<filename>``, compiled for the CPU."""
         return self.get_function_from_source(

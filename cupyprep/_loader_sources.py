@@ -1,0 +1,129 @@
+"""What a Loader reads: samples from its source (paths, encoded bytes, frames, a torch
+Dataset, a ``cv2.VideoCapture``), decoded and checked on the host."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from . import _arrays
+
+FRAME_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16))
+
+
+class Sample:
+    """One element of the source, before decoding."""
+
+    __slots__ = ("position", "value", "lazy_index")
+
+    def __init__(self, position, value, lazy_index=False):
+        self.position = position
+        self.value = value
+        self.lazy_index = lazy_index  # value is an index into a map-style dataset
+
+
+# --- reading the source --------------------------------------------------------------------------
+def samples(source):
+    """Iterate the source's elements as :class:`Sample` (in the feeder thread)."""
+    if is_map_dataset(source):
+        for i in range(len(source)):
+            yield Sample(i, i, lazy_index=True)
+        return
+    if hasattr(source, "read") and callable(source.read) and not hasattr(source, "__iter__"):
+        # a cv2.VideoCapture (or anything with its read() -> (ok, frame))
+        position = 0
+        while True:
+            ok, frame = source.read()
+            if not ok:
+                return
+            yield Sample(position, frame)
+            position += 1
+    for position, value in enumerate(source):
+        yield Sample(position, value)
+
+
+def is_map_dataset(source):
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        data = getattr(torch.utils, "data", None)
+        if data is not None and isinstance(source, data.IterableDataset):
+            return False
+        if data is not None and isinstance(source, data.Dataset):
+            return hasattr(source, "__len__")
+    return False
+
+
+def _read_image(value, flags):
+    import cv2
+
+    if isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        frame = cv2.imread(path, flags)
+        if frame is None:
+            raise FileNotFoundError(f"could not read an image from {path!r} (missing, unreadable "
+                                    f"or not an image format OpenCV decodes)")
+        return frame, path
+    buf = np.frombuffer(value, np.uint8)
+    frame = cv2.imdecode(buf, flags)
+    if frame is None:
+        raise ValueError(f"could not decode {len(buf)} bytes as an image")
+    return frame, None
+
+
+def _as_frame(value, flags):
+    """``(frame, path)`` for one image value: a path, encoded bytes or an array."""
+    if isinstance(value, (str, os.PathLike, bytes, bytearray, memoryview)):
+        return _read_image(value, flags)
+    if isinstance(value, np.ndarray):
+        return value, None
+    if _arrays.is_torch(value):
+        if value.device.type != "cpu":
+            raise TypeError(f"expected a host frame, got {_arrays.describe(value)} (frames already "
+                            f"on the GPU go to cupyprep.preprocess directly)")
+        return value.detach().numpy(), None
+    if hasattr(value, "__array_interface__"):  # PIL images
+        return np.asarray(value), None
+    raise TypeError(f"expected a file path, encoded image bytes or an HWC array, got "
+                    f"{_arrays.describe(value)}")
+
+
+def _split_sample(value):
+    """A dataset's sample: ``(image, target...)`` or ``{"image": ..., ...}``."""
+    if isinstance(value, tuple):
+        if not value:
+            raise ValueError("expected a sample (image, target...), got an empty tuple")
+        rest = value[1:]
+        return value[0], (rest[0] if len(rest) == 1 else (rest or None))
+    if isinstance(value, dict) and "image" in value:
+        rest = {k: v for k, v in value.items() if k != "image"}
+        return value["image"], (rest or None)
+    return value, None
+
+
+def load(sample, source, decode, flags):
+    """Decode one sample (in a pool thread): ``(frame, path, target)``."""
+    try:
+        value = source[sample.value] if sample.lazy_index else sample.value
+        if decode is not None:
+            value = decode(value)
+        image, target = _split_sample(value)
+        frame, path = _as_frame(image, flags)
+        if isinstance(sample.value, (str, os.PathLike)) and path is None:
+            path = os.fspath(sample.value)
+        frame = np.asarray(frame)
+        if frame.dtype not in FRAME_DTYPES:
+            raise TypeError(f"expected uint8 or uint16 pixels (converted to float on the GPU, "
+                            f"not before), got {_arrays.describe(frame)}")
+        if frame.ndim not in (2, 3) or frame.shape[0] == 0 or frame.shape[1] == 0:
+            raise ValueError(f"expected a non-empty HWC or HW frame, got {_arrays.describe(frame)}")
+        return frame, path, target
+    except Exception as exc:
+        where = f"source element {sample.position}"
+        if isinstance(sample.value, (str, os.PathLike)) and os.fspath(sample.value) not in str(exc):
+            where += f" ({os.fspath(sample.value)!r})"
+        try:
+            named = type(exc)(f"{where}: {exc}")
+        except Exception:  # an exception type that wants other arguments goes as it is
+            raise exc from None
+        raise named from exc

@@ -1,0 +1,104 @@
+"""Resizing as ``cv2.resize`` computes it: the scale, OpenCV's choice among its three area
+algorithms and their tables, and the launch of resize.cu. Shared by :mod:`cupyprep.resize`,
+:mod:`cupyprep.preprocess` (its area factors) and :mod:`cupyprep.cv2compat`."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _arrays, _kernels, _transfers, _validate, cpu
+from ._launch import launch_3d
+from ._specs import resize as spec
+
+
+def resize_scale(src, dst):
+    # OpenCV's: inv_scale = dst / src in double, scale = 1 / inv_scale
+    return 1.0 / (dst / src)
+
+
+def area_kernel(scale_y, scale_x):
+    """Which of OpenCV's three INTER_AREA algorithms a resize runs, chosen as OpenCV does:
+    ``("area_fast", isy, isx)``, ``("area_weighted",)`` or ``("area_up",)``."""
+    if scale_x >= 1 and scale_y >= 1:
+        isy, isx = round(scale_y), round(scale_x)  # saturate_cast<int>: half to even
+        eps = np.finfo(np.float64).eps
+        if abs(scale_x - isx) < eps and abs(scale_y - isy) < eps:
+            return ("area_fast", isy, isx)
+        return ("area_weighted",)
+    return ("area_up",)
+
+
+def area_table(src, dst, scale):
+    """OpenCV's computeResizeAreaTab for one axis, for ``cupyprep_resize_area_weighted``.
+
+    Every destination index covers consecutive sources: a partial one where the cell
+    starts inside a pixel, the whole ones, a partial one where it ends inside a pixel.
+    Returns int32 ``(first source, count, offset into weights)`` per destination index and
+    the float32 weights, computed in double and rounded once, as OpenCV does.
+    """
+    d = np.arange(dst, dtype=np.float64)
+    fs1 = d * scale
+    fs2 = fs1 + scale
+    cell = np.minimum(scale, src - fs1)
+    s2 = np.minimum(np.floor(fs2), src - 1)
+    s1 = np.minimum(np.ceil(fs1), s2)
+    head = s1 - fs1 > 1e-3
+    tail = fs2 - s2 > 1e-3
+    count = head + (s2 - s1).astype(np.int64) + tail
+    offset = np.cumsum(count) - count
+    weights = np.repeat((1.0 / cell).astype(np.float32), count)
+    weights[offset[head]] = ((s1 - fs1) / cell)[head].astype(np.float32)
+    last = np.minimum(np.minimum(fs2 - s2, 1.0), cell) / cell
+    weights[(offset + count - 1)[tail]] = last[tail].astype(np.float32)
+    tab = np.stack([s1.astype(np.int64) - head, count, offset], axis=1)
+    return tab.astype(np.int32).ravel(), weights
+
+
+def resize_images(img, size, interpolation, layout, out, scale=None):
+    """:func:`cupyprep.resize`, with an optional ``(scale_y, scale_x)`` source-per-destination
+    step, for ``cv2compat.resize(fx=, fy=)``, where OpenCV takes the step from fx/fy, not the
+    sizes."""
+    call = _arrays.prepare(img, "img")
+    interpolation = _validate.choice("interpolation", interpolation, spec.INTERPOLATIONS)
+    dh, dw = _validate.size_hw("size", size)
+    arr = call.array
+    dtype = _validate.dtype_in("img", arr, spec.DTYPES)
+    geo = _validate.image_layout("img", arr, layout)
+    if not call.device:
+        return call.result(cpu.resize(arr, (dh, dw), interpolation, geo), out)
+    with call.launch(), call.writing(out, geo.shape(dh, dw), dtype, [arr]) as (native, dst):
+        dgeo = _validate.image_layout("out", dst, layout)
+        if geo.channels_last and geo.c <= 4:
+            cn, groups = geo.c, 1
+        else:
+            cn, groups = 1, geo.c  # one group per plane
+        s_n, s_c, s_y, s_x = geo.strides
+        d_n, d_c, d_y, d_x = dgeo.strides
+        planes = geo.n * groups
+        scale_y = scale[0] if scale else resize_scale(geo.h, dh)
+        scale_x = scale[1] if scale else resize_scale(geo.w, dw)
+        i64, i32 = np.int64, np.int32
+        kernel, extra = interpolation, ()
+        if interpolation == "area":
+            kernel, *params = area_kernel(scale_y, scale_x)
+            if kernel == "area_fast":
+                extra = tuple(i32(p) for p in params)
+            elif kernel == "area_weighted":
+                # (first source, count, offset) and weights per axis, kept on the device
+                (xtab, xw), (ytab, yw) = (_transfers.device_constant(
+                    call.xp, ("area", n, d, s), lambda n=n, d=d, s=s: area_table(n, d, s),
+                    "the area resize's tables", "make one call of the same sizes before the "
+                    "capture (its tables then stay on the device)")
+                    for n, d, s in ((geo.w, dw, scale_x), (geo.h, dh, scale_y)))
+                extra = (xtab, xw, ytab, yw)
+            else:
+                # OpenCV's inv_scale: dst / src, or cv2compat's fx / fy (as 1 / step)
+                extra = (np.float64(1.0 / scale[0] if scale else dh / geo.h),
+                         np.float64(1.0 / scale[1] if scale else dw / geo.w))
+        fn = _kernels.get_function(spec.FILE, spec.SPEC.expr(kernel, dtype, cn))
+        launch_3d(fn, planes, dh, dw, (
+            arr, dst, i32(groups), i32(geo.h), i32(geo.w), i32(dh), i32(dw),
+            i64(s_n), i64(s_c if groups > 1 else 0), i64(s_y), i64(s_x), i64(s_c),
+            i64(d_n), i64(d_c if groups > 1 else 0), i64(d_y), i64(d_x), i64(d_c),
+            np.float64(scale_y), np.float64(scale_x), i32(planes),
+        ) + extra)
+    return native

@@ -1,0 +1,304 @@
+"""Box ops and detector head decoders, each one launch of boxes.cu: ``box_convert``,
+``clip_boxes``, ``box_iou`` (torchvision's), ``prior_boxes`` / ``decode_boxes`` /
+``decode_landmarks`` / ``encode_boxes`` (SSD, RetinaFace) and ``decode_yolo``."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _arrays, _kernels, _transfers, _validate
+from ._arrays import rows_view
+from ._launch import launch_1d
+from ._specs import boxes as spec
+from .cpu import detection as cpu
+
+__all__ = ["box_convert", "clip_boxes", "box_iou", "prior_boxes", "decode_boxes", "decode_landmarks",
+           "encode_boxes", "decode_yolo", "BOX_FORMATS"]
+
+BOX_FORMATS = spec.FORMATS
+_i64 = np.int64
+
+
+# --- box ops ---------------------------------------------------------------------------------------
+def _box_arg(name, boxes, min_ndim=1):
+    call = _arrays.prepare(boxes, name)
+    arr = call.array
+    if arr.ndim < min_ndim or arr.shape[-1] != 4:
+        raise ValueError(f"{name}: expected shape (..., 4), got {_arrays.describe(arr)}")
+    _validate.dtype_in(name, arr, spec.BOX_DTYPES)
+    return call, arr
+
+
+def box_convert(boxes, in_fmt, out_fmt):
+    """Convert boxes between ``xyxy``, ``xywh`` and ``cxcywh`` (``torchvision.ops.box_convert``).
+
+    ``boxes`` (..., 4) float32 / float16; returns the same shape, dtype and kind.
+
+    Convention
+    ----------
+    ``xywh``: top-left corner and size; ``cxcywh``: center and size. Conversions go
+    through xyxy in the boxes' dtype: ``x1 = cx - 0.5 * w``, ``cx = (x1 + x2) / 2``; the
+    same format in and out gives a copy (as torchvision's).
+
+    Example
+    -------
+    >>> xyxy = cupyprep.box_convert(pred[..., :4], "cxcywh", "xyxy")     # doctest: +SKIP
+    """
+    in_fmt = _validate.choice("in_fmt", in_fmt, spec.FORMATS)
+    out_fmt = _validate.choice("out_fmt", out_fmt, spec.FORMATS)
+    call, arr = _box_arg("boxes", boxes)
+    if not call.device:
+        return call.result(cpu.box_convert(arr, in_fmt, out_fmt))
+    with call.launch():
+        native, out = call.output(None, arr.shape, arr.dtype)
+        view, A, P, st = rows_view(arr, "boxes")
+        launch_1d(_boxes_fn(spec.SPEC.convert_expr(arr.dtype, in_fmt, out_fmt)), A * P,
+                  (view, _i64(P), *st, out, _i64(A * P)))
+    return native
+
+
+def _boxes_fn(expr):
+    return _kernels.get_function(spec.FILE, expr)
+
+
+def clip_boxes(boxes, size):
+    """Clip xyxy boxes to an image: x to [0, width], y to [0, height]
+    (``torchvision.ops.clip_boxes_to_image``).
+
+    ``boxes`` (..., 4) float32 / float16; ``size`` (height, width). Same shape, dtype, kind.
+    NaN stays NaN.
+
+    Example
+    -------
+    >>> boxes = cupyprep.clip_boxes(boxes, (1080, 1920))                 # doctest: +SKIP
+    """
+    H, W = _validate.size_hw("size", size)
+    call, arr = _box_arg("boxes", boxes)
+    if not call.device:
+        return call.result(cpu.clip_boxes(arr, (H, W)))
+    with call.launch():
+        native, out = call.output(None, arr.shape, arr.dtype)
+        view, A, P, st = rows_view(arr, "boxes")
+        launch_1d(_boxes_fn(spec.SPEC.op_expr("clip_boxes", arr.dtype)), A * P,
+                  (view, _i64(P), *st, np.float32(W), np.float32(H), out, _i64(A * P)))
+    return native
+
+
+def box_iou(boxes1, boxes2):
+    """Pairwise IoU of xyxy boxes (``torchvision.ops.box_iou``): (N, 4) and (M, 4) -> (N, M)
+    float32.
+
+    Convention
+    ----------
+    ``area = (x2 - x1) * (y2 - y1)``, ``inter = max(0, min(x2) - max(x1)) * max(0, ...)``,
+    ``iou = inter / (area1 + area2 - inter)``, in float32 (float16 boxes read exactly).
+    Empty unions give NaN, as in torchvision. The min / max ignore NaN coordinates (NumPy's
+    ``fmin`` / ``fmax``). On the GPU, one launch.
+
+    Example
+    -------
+    >>> iou = cupyprep.box_iou(pred, gt)                                  # doctest: +SKIP
+    """
+    call, a = _box_arg("boxes1", boxes1, 2)
+    b = call.convert(boxes2, "boxes2")
+    for name, arr in (("boxes1", a), ("boxes2", b)):
+        if arr.ndim != 2 or arr.shape[1] != 4:
+            raise ValueError(f"{name}: expected shape (N, 4), got {_arrays.describe(arr)}")
+        _validate.dtype_in(name, arr, spec.BOX_DTYPES)
+    if not call.device:
+        return call.result(cpu.box_iou(a, b))
+    N, M = a.shape[0], b.shape[0]
+    with call.launch():
+        native, out = call.output(None, (N, M), np.float32)
+        sa, sb = _arrays.element_strides(a, "boxes1"), _arrays.element_strides(b, "boxes2")
+        fn = _boxes_fn(spec.SPEC.iou_expr(a.dtype, b.dtype))
+        launch_1d(fn, N * M, (a, _i64(sa[0]), _i64(sa[1]), b, _i64(sb[0]), _i64(sb[1]), _i64(M), out,
+                              _i64(N * M)))
+    return native
+
+
+# --- decoders --------------------------------------------------------------------------------------
+def prior_boxes(image_size, min_sizes, steps, clip=False):
+    """SSD / RetinaFace anchors (``PriorBox``): (P, 4) float32 NumPy, cxcywh normalized to
+    the image size.
+
+    Parameters
+    ----------
+    image_size : (height, width) of the network input
+    min_sizes : one sequence of anchor sizes (pixels) per feature level
+    steps : the stride (pixels) of each feature level
+    clip : clamp every value to [0, 1]
+
+    Convention
+    ----------
+    Level k has ``ceil(H / steps[k]) x ceil(W / steps[k])`` cells, row-major; each cell
+    gives one anchor per size: center ``((j + 0.5) * step / W, (i + 0.5) * step / H)``, size
+    ``(s / W, s / H)``; computed in double precision and rounded once to float32.
+
+    Example
+    -------
+    >>> priors = cupyprep.prior_boxes((640, 640), [[16, 32], [64, 128], [256, 512]], [8, 16, 32])   # doctest: +SKIP
+    """
+    H, W = _validate.size_hw("image_size", image_size)
+    if len(min_sizes) != len(steps):
+        raise ValueError(f"min_sizes: expected one entry per step ({len(steps)}), got {len(min_sizes)}")
+    out = []
+    for sizes, step in zip(min_sizes, steps):
+        step = _validate.number("steps", step)
+        if step <= 0:
+            raise ValueError(f"steps: expected positive values, got {steps!r}")
+        fh, fw = int(np.ceil(H / step)), int(np.ceil(W / step))
+        sizes = np.asarray(sizes, np.float64).reshape(-1)
+        i, j, k = np.meshgrid(np.arange(fh), np.arange(fw), np.arange(len(sizes)), indexing="ij")
+        cx = (j + 0.5) * step / W
+        cy = (i + 0.5) * step / H
+        sw = sizes[k] / W
+        sh = sizes[k] / H
+        out.append(np.stack([cx, cy, sw, sh], axis=-1).reshape(-1, 4))
+    pri = np.concatenate(out, axis=0) if out else np.zeros((0, 4))
+    if clip:
+        pri = np.clip(pri, 0.0, 1.0)
+    return pri.astype(np.float32)
+
+
+def _priors_for(call, priors, n):
+    """``priors`` (n, 4) for a decoder of ``call``'s input: priors on the input's device,
+    of its kind, are used where they are (not read back to the host); others as float32
+    NumPy (uploaded by the decoder)."""
+    p = call.sibling(priors, "priors")
+    if p is None:
+        p = np.asarray(_transfers.to_host(priors), np.float32)
+    if p.ndim != 2 or p.shape != (n, 4):
+        raise ValueError(f"priors: expected shape ({n}, 4), got {_arrays.describe(priors)}")
+    return p
+
+
+def _variances(variances):
+    try:
+        n = len(variances)
+    except TypeError:  # a lone number (or no sequence at all)
+        raise TypeError(f"variances: expected two numbers, got {variances!r}") from None
+    if n != 2:
+        raise ValueError(f"variances: expected two numbers, got {variances!r}")
+    return tuple(_validate.number("variances", v) for v in variances)
+
+
+def _head_arg(name, head, last_ok, expected):
+    """A decoder's head output: (..., P, K) float32 / float16 with ``last_ok(K)``; the
+    error names ``name`` and the ``expected`` shape."""
+    call = _arrays.prepare(head, name)
+    arr = call.array
+    if arr.ndim < 2 or not last_ok(arr.shape[-1]):
+        raise ValueError(f"{name}: expected shape {expected}, got {_arrays.describe(arr)}")
+    _validate.dtype_in(name, arr, spec.BOX_DTYPES)
+    return call, arr
+
+
+def decode_boxes(loc, priors, variances=(0.1, 0.2)):
+    """SSD / RetinaFace box decoding: offsets against anchors -> xyxy boxes.
+
+    ``loc`` (..., P, 4) float32 / float16; ``priors`` (P, 4) cxcywh (from
+    :func:`prior_boxes`, any kind). Returns (..., P, 4) float32 xyxy in the priors' units
+    (normalized: multiply by (W, H, W, H) for pixels), same kind as ``loc``.
+
+    Convention
+    ----------
+    ``c = p_c + loc_c * v0 * p_wh``, ``wh = p_wh * exp(loc_wh * v1)``, ``x1y1 = c - wh / 2``,
+    ``x2y2 = x1y1 + wh`` (RetinaFace's ``decode``), in float32.
+
+    Example
+    -------
+    >>> boxes = cupyprep.decode_boxes(loc[0], priors) * scale              # doctest: +SKIP
+    """
+    call, arr = _head_arg("loc", loc, lambda k: k == 4, "(..., P, 4)")
+    v = _variances(variances)
+    p = _priors_for(call, priors, arr.shape[-2])
+
+    if not call.device:
+        return call.result(cpu.decode_anchors(arr, p, v))
+    with call.launch():
+        native, out = call.output(None, arr.shape, np.float32)
+        pri = _device_priors(call, p)
+        view, A, P, st = rows_view(arr, "loc")
+        launch_1d(_boxes_fn(spec.SPEC.op_expr("decode_boxes", arr.dtype)), A * P,
+                  (view, _i64(P), *st, pri, np.float32(v[0]), np.float32(v[1]), out, _i64(A * P)))
+    return native
+
+
+def decode_landmarks(pre, priors, variances=(0.1, 0.2)):
+    """RetinaFace landmark decoding: ``pre`` (..., P, 2L) -> points (..., P, L, 2) float32
+    in the priors' units: ``p_c + pre * v0 * p_wh``.
+
+    Example
+    -------
+    >>> pts = cupyprep.decode_landmarks(landms[0], priors)                 # doctest: +SKIP
+    """
+    call, arr = _head_arg("pre", pre, lambda k: k > 0 and k % 2 == 0, "(..., P, 2L)")
+    v = _variances(variances)
+    p = _priors_for(call, priors, arr.shape[-2])
+
+    if not call.device:
+        return call.result(cpu.decode_landmarks(arr, p, v))
+    K = arr.shape[-1]
+    with call.launch():
+        native, out = call.output(None, arr.shape[:-1] + (K // 2, 2), np.float32)
+        pri = _device_priors(call, p)
+        view, A, P, st = rows_view(arr, "pre")
+        launch_1d(_boxes_fn(spec.SPEC.op_expr("decode_landmarks", arr.dtype)), A * P * K,
+                  (view, _i64(P), _i64(K), *st, pri, np.float32(v[0]), out, _i64(A * P * K)))
+    return native
+
+
+def _device_priors(call, priors):
+    """The decoders' priors as a contiguous float32 array on the call's device: host
+    priors are uploaded on the launch stream; device priors that are contiguous float32
+    already are used as they are."""
+    return call.xp.ascontiguousarray(
+        _transfers.upload(call.xp, priors, "priors", "pass them on the input's device", np.float32))
+
+
+def encode_boxes(boxes, priors, variances=(0.1, 0.2)):
+    """The inverse of :func:`decode_boxes` (NumPy): xyxy boxes (..., P, 4) in the priors'
+    units -> offsets (..., P, 4) float32. For making targets and synthetic head outputs."""
+    return cpu.encode_anchors(np.asarray(boxes), np.asarray(priors), _variances(variances))
+
+
+def decode_yolo(pred, *, objectness=True):
+    """YOLO-style rows -> xyxy boxes and per-class scores, ready for :func:`multiclass_nms`.
+
+    ``pred`` (..., N, 5 + C) rows ``(cx, cy, w, h, obj, cls_0 ... cls_C-1)`` (YOLOv5), or
+    with ``objectness=False`` (..., N, 4 + C) rows ``(cx, cy, w, h, cls...)`` (YOLOv8,
+    transposed to rows). Returns ``(boxes (..., N, 4), scores (..., N, C))`` float32.
+
+    Convention
+    ----------
+    ``x1 = cx - w * 0.5``, ``x2 = cx + w * 0.5``; scores ``cls * obj`` (YOLOv5's
+    ``conf = obj_conf * cls_conf``), in float32.
+
+    Example
+    -------
+    >>> boxes, scores = cupyprep.decode_yolo(out)                          # doctest: +SKIP
+    >>> det = cupyprep.multiclass_nms(boxes, scores, score_threshold=0.25)   # doctest: +SKIP
+    """
+    extra = 5 if objectness else 4
+    call, arr = _head_arg("pred", pred, lambda k: k > extra, f"(..., N, {extra} + C) with C >= 1")
+
+    if not call.device:
+        bx, sc = cpu.decode_yolo(arr, objectness)
+        return call.result(bx), call.result(sc)
+    K = arr.shape[-1]
+    C = K - extra
+    with call.launch():
+        boxes_native, boxes_out = call.output(None, arr.shape[:-1] + (4,), np.float32)
+        scores_native, scores_out = call.output(None, arr.shape[:-1] + (C,), np.float32)
+        view, A, N, st = rows_view(arr, "pred")
+        tuning = spec.SPEC
+        if abs(st[1]) < abs(st[2]):  # rows transposed (YOLOv8): tiles through shared memory
+            if A * N:
+                _boxes_fn(tuning.yolo_expr("tiles", arr.dtype, objectness))(
+                    (-(-N // tuning.yolo_rows), -(-K // tuning.yolo_cols), min(A, 65535)),
+                    (tuning.yolo_threads,),
+                    (view, _i64(A), _i64(N), _i64(C), *st, boxes_out, scores_out))
+        else:  # a warp per row
+            launch_1d(_boxes_fn(tuning.yolo_expr("rows", arr.dtype, objectness)), 32 * A * N,
+                      (view, _i64(N), _i64(C), *st, boxes_out, scores_out, _i64(A * N)))
+    return boxes_native, scores_native
