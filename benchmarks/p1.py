@@ -76,7 +76,7 @@ def _loader_run(source, n_batches, warmup, **kwargs):
     """Consumer-side intervals between ready batches, and the synchronized mean."""
     import torch
 
-    from cupyprep.pipeline import Loader
+    from cupyprep import Loader
 
     intervals, t0, last = [], None, None
     with Loader(source, SIZE, device="cuda", output="torch", **kwargs) as loader:

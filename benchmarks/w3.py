@@ -25,25 +25,25 @@ def run(bench):
     import torch
     import torchvision
 
-    from cupyprep import detection
+    import cupyprep
 
     for n in SIZES:
         sets = [make_boxes(n, s) for s in range(SETS)]
         tag = f"W3 {n // 1000}k"
         # the whole call, eagerly: sort, mask, greedy pass and the final 8-byte count read
         bench.record(tag, "cupyprep nms (incl. count read)",
-                     lambda i: detection.nms(sets[i][0], sets[i][1], 0.5), SETS, 0, capture=False)
+                     lambda i: cupyprep.nms(sets[i][0], sets[i][1], 0.5), SETS, 0, capture=False)
         bench.record(tag, "cupyprep nms, sync-free (return_count)",
-                     lambda i: detection.nms(sets[i][0], sets[i][1], 0.5, return_count=True), SETS, 0)
+                     lambda i: cupyprep.nms(sets[i][0], sets[i][1], 0.5, return_count=True), SETS, 0)
         bench.record(tag, "torchvision nms", lambda i: torchvision.ops.nms(sets[i][0], sets[i][1], 0.5),
                      SETS, 0, baseline=True, capture=False)
         tagc = f"W3 {n // 1000}k x{CLASSES}cls"
         bench.record(tagc, "cupyprep batched_nms (incl. count read)",
-                     lambda i: detection.batched_nms(sets[i][0], sets[i][1], sets[i][2], 0.5), SETS, 0,
+                     lambda i: cupyprep.batched_nms(sets[i][0], sets[i][1], sets[i][2], 0.5), SETS, 0,
                      capture=False)
         bench.record(tagc, "cupyprep batched_nms, sync-free",
-                     lambda i: detection.batched_nms(sets[i][0], sets[i][1], sets[i][2], 0.5,
-                                                     return_count=True), SETS, 0)
+                     lambda i: cupyprep.batched_nms(sets[i][0], sets[i][1], sets[i][2], 0.5,
+                                                    return_count=True), SETS, 0)
         bench.record(tagc, "torchvision batched_nms",
                      lambda i: torchvision.ops.batched_nms(sets[i][0], sets[i][1], sets[i][2], 0.5),
                      SETS, 0, baseline=True, capture=False)
@@ -57,8 +57,8 @@ def run(bench):
     scores = torch.rand((B, N, CLASSES), generator=g, device="cuda") ** 8  # few above 0.25
 
     def ours(i):
-        detection.multiclass_nms(boxes, scores, iou_threshold=0.5, score_threshold=0.25, top_k=1000,
-                                 max_detections=100)
+        cupyprep.multiclass_nms(boxes, scores, iou_threshold=0.5, score_threshold=0.25, top_k=1000,
+                                max_detections=100)
 
     def torchvision_loop(i):
         for b in range(B):

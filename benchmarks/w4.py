@@ -21,14 +21,14 @@ def run(bench):
     import torch
     import torchvision
 
-    from cupyprep import detection
+    import cupyprep
 
     feats = bench.rotating_inputs(lambda: torch.randn((N, C, H, W), device="cuda"))
     rois = [make_rois(i) for i in range(len(feats))]
     out_bytes = K * C * OUT[0] * OUT[1] * 4
     # every output reads up to 4 x 4 samples x 4 corners; the floor counts the output only
     bench.record("W4", "cupyprep roi_align",
-                 lambda i: detection.roi_align(feats[i], rois[i], OUT, 0.25, 2, True), len(feats), out_bytes)
+                 lambda i: cupyprep.roi_align(feats[i], rois[i], OUT, 0.25, 2, True), len(feats), out_bytes)
     bench.record("W4", "torchvision roi_align",
                  lambda i: torchvision.ops.roi_align(feats[i], rois[i], OUT, 0.25, 2, True), len(feats),
                  out_bytes, baseline=True)

@@ -16,13 +16,12 @@ def run(bench):
     import torch.nn.functional as F
 
     import cupyprep
-    from cupyprep import geometry
 
     cv2 = __import__("cv2")
     inputs = bench.rotating_inputs(lambda: torch.randint(0, 256, (N, H, W, C), dtype=torch.uint8, device="cuda"))
     angles = np.linspace(-170, 170, N)
-    mats = geometry.get_rotation_matrix_2d(np.tile([(W - 1) / 2, (H - 1) / 2], (N, 1)), angles, np.full(N, 0.9))
-    inverse = torch.from_numpy(geometry.invert_affine_transform(mats)).cuda()  # dst -> src, on device
+    mats = cupyprep.get_rotation_matrix_2d(np.tile([(W - 1) / 2, (H - 1) / 2], (N, 1)), angles, np.full(N, 0.9))
+    inverse = torch.from_numpy(cupyprep.invert_affine_transform(mats)).cuda()  # dst -> src, on device
     out = torch.empty((N, H, W, C), dtype=torch.uint8, device="cuda")
 
     def ours(i):
@@ -31,7 +30,7 @@ def run(bench):
     # affine_grid works in normalized coordinates ([-1, 1], align_corners=False): conjugate
     # the pixel-space inverse by the pixel <-> normalized maps
     to_norm = np.array([[2 / W, 0, 1 / W - 1], [0, 2 / H, 1 / H - 1], [0, 0, 1]])
-    inv3 = np.concatenate([geometry.invert_affine_transform(mats), np.tile([[[0, 0, 1]]], (N, 1, 1))], axis=1)
+    inv3 = np.concatenate([cupyprep.invert_affine_transform(mats), np.tile([[[0, 0, 1]]], (N, 1, 1))], axis=1)
     theta = to_norm @ inv3 @ np.linalg.inv(to_norm)
     theta = torch.from_numpy(theta[:, :2]).float().cuda()
     grid = F.affine_grid(theta, (N, C, H, W), align_corners=False)

@@ -1,9 +1,9 @@
 """Developer tools for the fused preprocessing kernel.
 
-    python -m benchmarks.profile            # run W1 / W2 a few times (for ncu)
-    python -m benchmarks.profile --sweep    # time launch shapes (threads along x, rows per thread)
+    python -m benchmarks.dev.profile            # run W1 / W2 a few times (for ncu)
+    python -m benchmarks.dev.profile --sweep    # time launch shapes (threads along x, rows per thread)
 
-    ncu --clock-control none -k regex:cupyprep_preprocess python -m benchmarks.profile
+    ncu --clock-control none -k regex:cupyprep_preprocess python -m benchmarks.dev.profile
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 
 import cupyprep
 
-from ._timing import time_cuda
+from .._timing import time_cuda
 
 pp_module = importlib.import_module("cupyprep.preprocess")  # the module, not the function
 
@@ -37,7 +37,7 @@ def workloads():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.dev.profile")
     parser.add_argument("--sweep", action="store_true")
     args = parser.parse_args(argv)
     runs = workloads()

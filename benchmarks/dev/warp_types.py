@@ -1,7 +1,7 @@
 """W5's rotations through every kind of warp: each element type, 1, 3 and 4 channels,
 nearest, linear and cubic, and a few borders.
 
-    python -m benchmarks.warp_types [--json PATH]
+    python -m benchmarks.dev.warp_types [--json PATH]
 
 W5's work (64 images of 512 x 512, a rotation each at scale 0.9, `warp_affine` with the
 inverse matrices on the device, into one output batch) with the source's element type,
@@ -21,9 +21,8 @@ import numpy as np
 import torch
 
 import cupyprep
-from cupyprep import geometry
 
-from ._timing import copy_bandwidth, time_cuda
+from .._timing import copy_bandwidth, time_cuda
 
 N, H, W = 64, 512, 512
 L2_BYTES = 3 * 60 << 20  # inputs cycled over at least this many bytes
@@ -56,13 +55,13 @@ def source(dtype, c, gen):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.dev.warp_types", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     angles = np.linspace(-170, 170, N)
-    mats = geometry.get_rotation_matrix_2d(np.tile([(W - 1) / 2, (H - 1) / 2], (N, 1)), angles,
+    mats = cupyprep.get_rotation_matrix_2d(np.tile([(W - 1) / 2, (H - 1) / 2], (N, 1)), angles,
                                            np.full(N, 0.9))
-    inv = torch.from_numpy(geometry.invert_affine_transform(mats)).cuda()
+    inv = torch.from_numpy(cupyprep.invert_affine_transform(mats)).cuda()
     rate = copy_bandwidth()
     gen = torch.Generator(device="cuda").manual_seed(0)
     print(f"device: {torch.cuda.get_device_name()}; copy rate {rate / 1e12:.2f} TB/s "
