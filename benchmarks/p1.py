@@ -102,7 +102,7 @@ def run(bench):
     import torch
     import torch.nn.functional as F
 
-    from cupyprep import pipeline
+    from cupyprep import _staging
 
     rng = np.random.default_rng(0)
     # two batches of distinct pageable frames, cycled
@@ -125,9 +125,9 @@ def run(bench):
     host = pinned.view(-1).numpy()
     shapes = [f.shape for f in frames[:N]]
     offsets = [i * H * W * C for i in range(N)]
-    jobs = pipeline._copy_jobs(frames[:N], shapes, offsets, host)
+    jobs = _staging.copy_jobs(frames[:N], shapes, offsets, host)
     with concurrent.futures.ThreadPoolExecutor(copy_threads) as pool:
-        staging = _synced_loop(lambda: list(pool.map(pipeline._copy_band, jobs)), 10)
+        staging = _synced_loop(lambda: list(pool.map(_staging.copy_band, jobs)), 10)
     _row(bench, "P1", f"reference: staging copy into pinned memory ({copy_threads} threads)", _stats(staging),
          batch_bytes, h2d, host_GBps=batch_bytes / statistics.median(staging) / 1e9)
 

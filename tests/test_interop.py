@@ -701,8 +701,8 @@ def _uncapturable_cases():
 
 
 def _read_back_cases():
-    """Calls that read a value back from the device (README's list), and what their error
-    under capture names."""
+    """Calls that read a value back from the device (the list in docs/streams-and-graphs.md),
+    and what their error under capture names."""
     by_name = {name: (inputs, op) for name, inputs, op in _OP_CASES}
     rng = np.random.default_rng(14)
     imgs = random_image(rng, (3, 40, 50, 3), np.uint8)
@@ -753,7 +753,7 @@ def test_host_data_put_by_kernel_parameters(kernels, dtype, shape):
 
 @pytest.mark.gpu
 def test_readme_graph_example():
-    """README's CUDA graphs example, at a smaller size."""
+    """The CUDA graphs example of docs/streams-and-graphs.md, at a smaller size."""
     rng = np.random.default_rng(13)
     next_frames = torch.from_numpy(random_image(rng, (3, 108, 192, 3), np.uint8)).cuda()
     frames = torch.empty((3, 108, 192, 3), dtype=torch.uint8, device="cuda")

@@ -5,7 +5,7 @@ the warps and resize, the CPU backend for preprocess, normalize, NMS, multiclass
 RoI Align.
 
 Drawn floats are never subnormal: CuPy compiles every kernel with -ftz=true, so float32
-subnormals are zero on the GPU (README, "Conventions"), where OpenCV and NumPy keep them.
+subnormals are zero on the GPU (docs/exactness.md), where OpenCV and NumPy keep them.
 
 The "ci" profile (conftest.py) draws a fixed set of cases, the same on every run; on a GPU,
 ``python -m pytest -m gpu tests/test_properties.py --hypothesis-profile=deep`` draws many

@@ -8,15 +8,15 @@
 from __future__ import annotations
 
 import argparse
-import importlib
+import dataclasses
 
 import torch
 
 import cupyprep
+from cupyprep._specs import preprocess as preprocess_spec
 
 from .._timing import time_cuda
 
-pp_module = importlib.import_module("cupyprep.preprocess")  # the module, not the function
 
 
 def workloads():
@@ -52,7 +52,9 @@ def main(argv=None):
     print("|----|----|----|----|----|")
     for xpt in (1, 2, 4):
         for block_x, rows in ((128, 4), (64, 4), (128, 1), (128, 8)):
-            pp_module._X_PER_THREAD, pp_module._BLOCK_X, pp_module._ROWS_PER_BLOCK = xpt, block_x, rows
+            # x_per_thread is a template argument: the sweep compiles those variants
+            preprocess_spec.SPEC = dataclasses.replace(preprocess_spec.SPEC, x_per_thread=xpt,
+                                                       block_x=block_x, rows_per_block=rows)
             t = {name: time_cuda(fn, 1, warmup=5, repeat=50)["median_ms"] for name, fn in runs.items()}
             print(f"| {xpt} | {block_x} | {rows} | {t['W1']:.4f} | {t['W2']:.4f} |", flush=True)
 
