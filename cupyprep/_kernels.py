@@ -87,13 +87,15 @@ def read_source(filename: str) -> str:
 
 # --- variants --------------------------------------------------------------------------
 # Each op module registers the name expressions its kernels can be instantiated with, so
-# warmup() and the compile test know every variant without running the ops.
-_VARIANTS: dict[str, tuple[str, callable]] = {}
+# warmup() and the compile test know every variant without running the ops. An op whose
+# kernels lie in several files registers each file's.
+_VARIANTS: dict[str, dict[str, callable]] = {}
 
 
 def register_variants(op: str, filename: str, variants) -> None:
-    """Declare ``variants()`` (a callable returning name expressions) for ``op``."""
-    _VARIANTS[op] = (filename, variants)
+    """Declare ``variants()`` (a callable returning name expressions) for ``op``'s kernels
+    in ``kernels/<filename>``."""
+    _VARIANTS.setdefault(op, {})[filename] = variants
 
 
 def variants(op: str | None = None) -> list[tuple[str, str]]:
@@ -104,8 +106,8 @@ def variants(op: str | None = None) -> list[tuple[str, str]]:
     for name in ops:
         if name not in _VARIANTS:
             raise ValueError(f"op: expected one of {sorted(_VARIANTS)}, got {name!r}")
-        filename, fn = _VARIANTS[name]
-        out.extend((filename, expr) for expr in fn())
+        for filename, fn in _VARIANTS[name].items():
+            out.extend((filename, expr) for expr in fn())
     return out
 
 
