@@ -461,7 +461,7 @@ def _similarity_on_device(xp, src, dst, name="src", inverse=False):
     mats = xp.empty((n, 2, 3), np.float64)
     inv = xp.empty((n, 2, 3), np.float64) if inverse else None
     flags = xp.zeros(1, np.int32)
-    fn = _kernels.get_function("warp.cu", _SIMILARITY_KERNEL)
+    fn = _kernels.get_function("warp_matrices.cu", _SIMILARITY_KERNEL)
     launch_1d(fn, n, (src, steps[0], dst, steps[1], np.int32(n), np.int32(k), mats, inv, flags))
     found = int(_arrays.read_back(flags, f"{name}: the fit's check (coinciding points, a singular fit)",
                                   "make this call outside the capture")[0]) if n else 0
@@ -557,11 +557,17 @@ def _warp_variants():
              for cn in (1, 2, 3, 4) if _warp_kernel(i, cn) == i
              for px in sorted({_warp_pixels(i, d, cn, b) for b in BORDER_MODES})
              for listed in (False, True)]
-    staged = [_staged_expr(cn, listed) for cn in _STAGED_CHANNELS for listed in (False, True)]
-    return generic + dense + staged + [_RANDOM_AFFINE_KERNEL, _SIMILARITY_KERNEL]
+    return generic + dense
 
 
+def _staged_variants():
+    return [_staged_expr(cn, listed) for cn in _STAGED_CHANNELS for listed in (False, True)]
+
+
+# warmup("warp") compiles all three files' kernels
 _kernels.register_variants("warp", "warp.cu", _warp_variants)
+_kernels.register_variants("warp", "warp_staged.cu", _staged_variants)
+_kernels.register_variants("warp", "warp_matrices.cu", lambda: [_RANDOM_AFFINE_KERNEL, _SIMILARITY_KERNEL])
 
 
 @functools.lru_cache(maxsize=None)
@@ -800,7 +806,7 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
                     and _staged_tiles(dh, dw, n_out) < 2 ** 31):
                 # the same arguments, then its work's split: it reads no tables and no rows
                 # a block
-                fn = _kernels.get_function("warp.cu", _staged_expr(c, not uniform))
+                fn = _kernels.get_function("warp_staged.cu", _staged_expr(c, not uniform))
                 grid, split = _staged_launch(dh, dw, n_out)
                 if grid:
                     fn((grid, 1, 1), (_STAGED_THREADS, 1, 1), args + split)
@@ -815,7 +821,7 @@ def _warp(images, matrix, size, interpolation, border_mode, border_value, invers
 
 
 # uint8 linear affine warps of 3 or 4 channels with a constant border (W5's kind) take
-# warp.cu's staged kernel where every source's first byte and row stride are multiples of 4
+# warp_staged.cu's kernel where every source's first byte and row stride are multiples of 4
 # (its copy of a tile's source box reads aligned words): a block of _STAGED_THREADS makes a
 # _STAGED_TILE-square output tile from the tile's source pixels, copied once into shared
 # memory. Same results as the dense kernel, bit for bit (benchmarks/NOTES.md, "The tile's
@@ -1201,7 +1207,7 @@ def _affine_on_device(xp, u, terms):
     mats = xp.empty((n, 2, 3), np.float64)
     inv = xp.empty((n, 2, 3), np.float64)
     f64 = np.float64
-    fn = _kernels.get_function("warp.cu", _RANDOM_AFFINE_KERNEL)
+    fn = _kernels.get_function("warp_matrices.cu", _RANDOM_AFFINE_KERNEL)
     launch_1d(fn, n, (u, np.int32(n), *[f64(t) for t in terms], mats, inv))
     return mats, inv
 
