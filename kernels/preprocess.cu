@@ -48,7 +48,7 @@ namespace {
 // into shared memory and read from there where they are used: held in registers across
 // the block's loops, like the parameters of a batch, they took 16 more registers than a
 // batch's (80 against 64 for uint8 linear; 72 now, and a list of 32 frames around 1080p
-// letterboxed runs 4% faster: benchmarks/NOTES.md).
+// letterboxed runs 4% faster: docs/performance-history/02-ragged-batches.md).
 struct Geometry {
     unsigned long long img;
     cp::i64 s_y, s_x, s_c;

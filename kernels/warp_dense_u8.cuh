@@ -200,7 +200,7 @@ __device__ __forceinline__ unsigned dense_u8_pixels(const Item<unsigned char>& i
 // coordinates, taps through border_index, constant taps the border value), with bytes made
 // floats as linear_fast makes them (2^23 + byte). Taps are read as bytes: the words around
 // an edge pixel can reach past the image, and the word reads that avoid that (rows inside
-// the first and last) made the whole kernel slower (benchmarks/NOTES.md). uint8 border
+// the first and last) made the whole kernel slower (docs/performance-history/04-warp-dense.md). uint8 border
 // values are whole numbers in [0, 255], so 2^23 + bval is exact and the blend stays in
 // [0, 255].
 template <int CN, bool PERSPECTIVE>

@@ -5,7 +5,7 @@
 namespace {
 
 // invertAffineTransform of m (row-major 2 x 3) into v, each operation rounded on its own
-// as geometry.py's _invert_affine (the CPU path's and OpenCV's formula): D = 1 / det, or 0
+// as _matrix_math.invert_affine (the CPU path's and OpenCV's formula): D = 1 / det, or 0
 // for a singular m (returns false).
 __device__ __forceinline__ bool invert_affine(const double (&m)[6], double* v) {
     double d = __dsub_rn(__dmul_rn(m[0], m[4]), __dmul_rn(m[1], m[3]));
@@ -27,7 +27,7 @@ __device__ __forceinline__ void store6(double* out, const double (&m)[6]) {
 
 // Image i's source-to-destination matrix and its inverse, from its six uniforms u[i, 0..5]
 // in [0, 1) (row-major, n x 6): angle, scale, shear, x shift, y shift, flip. Each operation
-// is rounded on its own, in the order of geometry.py's _affine_from_uniforms (its NumPy
+// is rounded on its own, in the order of augment._affine_from_uniforms (its NumPy
 // formula, the CPU path), in one launch. det = s^2 f is never 0.
 __global__ void cupyprep_random_affine_matrices(
     const double* __restrict__ u, int n, double deg0, double deg_span, double sc0,

@@ -16,7 +16,7 @@
 // pixel as the dense kernel makes them (staged_direct). The tiles in order, image by image
 // and row by row, are the launch's work: its first `grouped` blocks make `group`
 // consecutive tiles each, one after another, and the blocks after them one tile each (the
-// host's geometry._staged_launch; a grid smaller than that loops over more). Threads 0 to
+// host's _warping.staged_launch; a grid smaller than that loops over more). Threads 0 to
 // group - 1 work out what their tiles' threads share (StagedShared) side by side before the
 // plan's barrier, so a block's later tiles wait for no plan (a block's tiles are neighbours
 // in a row of tiles); the single tiles at the end keep the launch's last blocks short.

@@ -57,7 +57,7 @@ struct StagedTileFields {
     int ox, oy;
     int flags;  // STAGED_OFFSETS32 | STAGED_VEC_SRC | STAGED_WORDS | STAGED_VEC16
 };
-// The most tiles a block makes in turn (the host's geometry._STAGED_MOST_TILES)
+// The most tiles a block makes in turn (WarpSpec.staged_most_tiles)
 constexpr int kStagedMostTiles = 8;
 // The block's shared fields: its tiles', a split tile's quarters' plans, and the border
 // value's words (thread 0's, once a block).
