@@ -1070,7 +1070,7 @@ def picked_pixels(name, border="constant"):
     (``cupyprep_warp_<op>_<interpolation><type, channels, ...>``) under ``border``."""
     kernel = name.split("<")[0].rsplit("_", 1)[1]
     ctype, channels = name.split("<")[1].split(", ")[:2]
-    dtype = next(d for d, c in G.C_TYPES.items() if c == ctype)
+    dtype = next(d for d, c in C_TYPES.items() if c == ctype)
     return warp_spec.SPEC.pixels(kernel, dtype, int(channels), border)
 
 
