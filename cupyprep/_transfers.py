@@ -160,7 +160,7 @@ def device_constant(xp, key, make, what, hint):
                 _constants_limit = len(kept) + _CONSTANTS_MAX
             _constants[full_key] = _Constant(table, event, stream.ptr)
         return table
-    capturing = stream.iscapturing()
+    capturing = stream.is_capturing()
     if capturing:
         entry.captured = True
     if not entry.ready and stream.ptr != entry.stream_ptr:
