@@ -18,8 +18,10 @@ from .boxes import (
     prior_boxes,
 )
 from .color import swap_rb, to_gray
+from .crop import crop
 from .display import show
 from .faces import ARCFACE_112, align_faces
+from .flip_pad import copy_make_border, flip, pad, rotate90
 from .interop import (
     as_array,
     from_torch,
@@ -64,6 +66,11 @@ __all__ = [
     "PreprocessMeta",
     "swap_rb",
     "to_gray",
+    "flip",
+    "rotate90",
+    "pad",
+    "copy_make_border",
+    "crop",
     "warmup",
     "to_torch",
     "from_torch",

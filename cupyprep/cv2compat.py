@@ -15,12 +15,16 @@ from . import _arrays
 from .color import swap_rb as _swap_rb
 from .color import to_gray as _to_gray
 from .cpu import cv2_module
+from .flip_pad import flip as _flip
+from .flip_pad import pad as _pad
+from .flip_pad import rotate90 as _rotate90
 from ._resizing import resize_images
 from ._specs.warp import BORDER_MODES as _BORDER_MODES
 from ._warping import warp_images
 
 __all__ = [
-    "resize", "cvtColor", "warpAffine", "warpPerspective",
+    "resize", "cvtColor", "warpAffine", "warpPerspective", "flip", "rotate", "copyMakeBorder",
+    "ROTATE_90_CLOCKWISE", "ROTATE_180", "ROTATE_90_COUNTERCLOCKWISE", "BORDER_ISOLATED",
     "WARP_INVERSE_MAP", "BORDER_CONSTANT", "BORDER_REPLICATE", "BORDER_REFLECT",
     "BORDER_REFLECT_101", "BORDER_REFLECT101", "BORDER_DEFAULT", "BORDER_WRAP",
     "INTER_NEAREST", "INTER_LINEAR", "INTER_CUBIC", "INTER_AREA",
@@ -42,6 +46,11 @@ BORDER_WRAP = 3
 BORDER_REFLECT_101 = 4
 BORDER_REFLECT101 = 4
 BORDER_DEFAULT = 4
+BORDER_ISOLATED = 16
+
+ROTATE_90_CLOCKWISE = 0
+ROTATE_180 = 1
+ROTATE_90_COUNTERCLOCKWISE = 2
 
 COLOR_BGR2RGB = 4
 COLOR_RGB2BGR = 4
@@ -151,3 +160,49 @@ def warpPerspective(src, M, dsize, dst=None, flags=INTER_LINEAR, borderMode=BORD
                     borderValue=0):
     """``cv2.warpPerspective``, as :func:`warpAffine` with a (3, 3) matrix."""
     return _warp_call(src, M, dsize, dst, flags, borderMode, borderValue, True)
+
+
+def flip(src, flipCode, dst=None):
+    """``cv2.flip``: ``flipCode`` > 0 mirrors left and right, 0 top and bottom, < 0 both."""
+    if not isinstance(flipCode, numbers.Integral) or isinstance(flipCode, bool):
+        raise TypeError(f"flipCode: expected an int (> 0, 0 or < 0), got {flipCode!r}")
+    direction = "horizontal" if flipCode > 0 else ("vertical" if flipCode == 0 else "both")
+    return _flip(src, direction, out=dst)
+
+
+# cv2.rotate's codes -> quarter turns counter-clockwise
+_ROTATE_TURNS = {ROTATE_90_CLOCKWISE: 3, ROTATE_180: 2, ROTATE_90_COUNTERCLOCKWISE: 1}
+
+
+def rotate(src, rotateCode, dst=None):
+    """``cv2.rotate`` with ``ROTATE_90_CLOCKWISE``, ``ROTATE_180`` or
+    ``ROTATE_90_COUNTERCLOCKWISE``."""
+    if rotateCode not in _ROTATE_TURNS or isinstance(rotateCode, bool):
+        raise ValueError(f"rotateCode: expected ROTATE_90_CLOCKWISE, ROTATE_180 or "
+                         f"ROTATE_90_COUNTERCLOCKWISE, got {rotateCode!r}")
+    return _rotate90(src, _ROTATE_TURNS[rotateCode], out=dst)
+
+
+def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=None):
+    """``cv2.copyMakeBorder``; ``value`` a number or OpenCV's 4-tuple (a number v is
+    ``(v, 0, 0, 0)``, as OpenCV's Scalar). ``BORDER_ISOLATED`` may be or-ed in: arrays here
+    have no parent image to read past their edge."""
+    mode = borderType & ~BORDER_ISOLATED if isinstance(borderType, numbers.Integral) else None
+    if mode not in _BORDER or isinstance(borderType, bool):
+        raise ValueError(f"borderType: expected BORDER_CONSTANT, BORDER_REPLICATE, BORDER_REFLECT, "
+                         f"BORDER_REFLECT_101 or BORDER_WRAP, got {borderType!r}")
+    shape = getattr(src, "shape", ())
+    if len(shape) not in (2, 3):
+        raise ValueError(f"src: expected a 2-D or 3-D image, got {_arrays.describe(src)}")
+    c = shape[2] if len(shape) == 3 else 1
+    if value is None:
+        value = 0.0
+    values = (value,) if isinstance(value, numbers.Real) else list(value)[:4]
+    scalar = (tuple(float(v) for v in values) + (0.0,) * 4)[:4]
+    if c > 4:  # OpenCV: all four of the Scalar's values equal, then used for every channel
+        if len(set(scalar)) > 1:
+            raise ValueError(f"value: expected one value for an image of {c} channels, got {value!r}")
+        fill = scalar[0]
+    else:
+        fill = scalar[:c]
+    return _pad(src, (top, bottom, left, right), border_mode=_BORDER[mode], value=fill, out=dst)

@@ -38,6 +38,31 @@ template <typename T> __device__ __forceinline__ T clamp_index(T v, T lo, T hi) 
     return v < lo ? lo : (v > hi ? hi : v);
 }
 
+// --- borders --------------------------------------------------------------------------
+// Border modes, numbered as the specs' BORDER_MODES: OpenCV's constant, replicate,
+// reflect (fedcba|abcdefgh|hgfedcb), reflect101 (gfedcb|abcdefgh|gfedcba) and wrap.
+constexpr int BORDER_CONSTANT = 0, BORDER_REPLICATE = 1, BORDER_REFLECT = 2,
+              BORDER_REFLECT101 = 3, BORDER_WRAP = 4;
+
+// A source index outside [0, len): OpenCV's borderInterpolate (periodic forms in closed
+// form, so far-away coordinates cost no loop); -1 for a constant border. A one-pixel axis
+// replicates, as borderInterpolate's reflect101 and OpenCV's warps make it (reflect and
+// wrap give the same there).
+__device__ __forceinline__ int border_index(int p, int len, int border) {
+    if ((unsigned)p < (unsigned)len) return p;
+    if (border == BORDER_CONSTANT) return -1;
+    if (border == BORDER_REPLICATE || len == 1) return p < 0 ? 0 : len - 1;
+    if (border == BORDER_WRAP) {
+        int q = p % len;
+        return q < 0 ? q + len : q;
+    }
+    const int period = border == BORDER_REFLECT ? 2 * len : 2 * len - 2;
+    int q = p % period;
+    if (q < 0) q += period;
+    if (border == BORDER_REFLECT) return q < len ? q : period - 1 - q;
+    return q < len ? q : period - q;
+}
+
 // --- element conversions -------------------------------------------------------------
 // to_float: any stored element type to float32 (exact for uint8/uint16/float16).
 __device__ __forceinline__ float to_float(unsigned char v) { return (float)v; }

@@ -29,25 +29,10 @@
 
 namespace {
 
-enum { CONSTANT = 0, REPLICATE = 1, REFLECT = 2, REFLECT101 = 3, WRAP = 4 };
-
-// A source tap index outside [0, len): OpenCV's borderInterpolate (periodic forms in
-// closed form, so far-away coordinates cost no loop); -1 for a constant border.
-// A one-pixel axis replicates, as OpenCV's warps make it.
-__device__ __forceinline__ int border_index(int p, int len, int border) {
-    if ((unsigned)p < (unsigned)len) return p;
-    if (border == CONSTANT) return -1;
-    if (border == REPLICATE || len == 1) return p < 0 ? 0 : len - 1;
-    if (border == WRAP) {
-        int q = p % len;
-        return q < 0 ? q + len : q;
-    }
-    const int period = border == REFLECT ? 2 * len : 2 * len - 2;
-    int q = p % period;
-    if (q < 0) q += period;
-    if (border == REFLECT) return q < len ? q : period - 1 - q;
-    return q < len ? q : period - q;
-}
+// common.cuh's border modes and border_index, under the names the warp sources use
+enum { CONSTANT = cp::BORDER_CONSTANT, REPLICATE = cp::BORDER_REPLICATE,
+       REFLECT = cp::BORDER_REFLECT, REFLECT101 = cp::BORDER_REFLECT101, WRAP = cp::BORDER_WRAP };
+using cp::border_index;
 
 struct Image {
     const void* base;

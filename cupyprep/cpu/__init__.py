@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from ._cv2 import cv2_module
 from .color import swap_rb, to_gray
+from .crop import crop
+from .flip_pad import flip, pad, rotate90
 from .geometry import resize
 from .normalize import normalize
 from .preprocess import preprocess
 
-__all__ = ["cv2_module", "resize", "normalize", "preprocess", "swap_rb", "to_gray"]
+__all__ = ["cv2_module", "resize", "normalize", "preprocess", "swap_rb", "to_gray",
+           "flip", "rotate90", "pad", "crop"]

@@ -1,0 +1,240 @@
+"""``flip``, ``rotate90`` and ``pad`` / ``copy_make_border``: ``cv2.flip``, ``np.rot90`` /
+``cv2.rotate`` and ``cv2.copyMakeBorder`` for images, batches and lists of images.
+
+All three are one kernel (kernels/flip_pad.cu): each output pixel copies one source pixel
+(or takes the border value), so results equal OpenCV's and NumPy's bit for bit.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import _arrays, _kernels, _validate, cpu
+from ._launch import launch_3d
+from ._specs import flip_pad as spec
+
+__all__ = ["BORDER_MODES", "FLIP_DIRECTIONS", "copy_make_border", "flip", "pad", "rotate90"]
+
+FLIP_DIRECTIONS = spec.DIRECTIONS
+BORDER_MODES = spec.BORDER_MODES
+
+
+def flip(img, direction="horizontal", *, layout="HWC", out=None):
+    """Mirror an image, a batch or a list of images: ``cv2.flip``.
+
+    Parameters
+    ----------
+    img : numpy.ndarray, cupy.ndarray or torch.Tensor, or a list of them
+        ``HW``, ``HWC`` or a batch ``NHWC`` (``CHW`` / ``NCHW`` with ``layout``); uint8,
+        uint16, float16 or float32; any number of channels; any strides. A list of ``HW``
+        / ``HWC`` images of different sizes gives a list.
+    direction : {"horizontal", "vertical", "both"}
+        "horizontal" mirrors left and right (``cv2.flip`` flipCode 1, ``torch.flip`` of
+        the width axis), "vertical" top and bottom (flipCode 0), "both" is a half turn
+        (flipCode -1).
+    layout : {"HWC", "CHW", "NHWC", "NCHW"}
+    out : array (or, for a list, a list of arrays), optional
+        Written in place; same kind, shape and dtype as the result. May be ``img`` itself.
+
+    Returns
+    -------
+    The flipped image(s), same kind, dtype, shape and layout as ``img``; bit-exact.
+
+    Example
+    -------
+    >>> mirrored = cupyprep.flip(batch, "horizontal", layout="NHWC")   # doctest: +SKIP
+    """
+    direction = _validate.choice("direction", direction, FLIP_DIRECTIONS)
+    return _each(img, out, lambda a, o: _flip(a, direction, layout, o))
+
+
+def rotate90(img, k=1, *, layout="HWC", out=None):
+    """Rotate by ``k`` quarter turns counter-clockwise, as ``np.rot90(img, k)`` on the
+    image axes (``cv2.rotate``: k = 1 is ``ROTATE_90_COUNTERCLOCKWISE``, 2 ``ROTATE_180``,
+    3 or -1 ``ROTATE_90_CLOCKWISE``; ``torch.rot90(x, k, dims)`` turns the same way).
+
+    Parameters
+    ----------
+    img : as :func:`flip`
+    k : int
+        Any integer; taken modulo 4. An odd ``k`` swaps height and width.
+    layout, out : as :func:`flip`
+
+    Returns
+    -------
+    The rotated image(s), same kind, dtype and layout as ``img``; bit-exact.
+    """
+    if not isinstance(k, numbers.Integral) or isinstance(k, bool):
+        raise TypeError(f"k: expected an int (quarter turns counter-clockwise), got {k!r}")
+    turns = int(k) % 4
+    return _each(img, out, lambda a, o: _rotate(a, turns, layout, o))
+
+
+def pad(img, padding, *, border_mode="constant", value=0, layout="HWC", out=None):
+    """Add a border around an image, a batch or a list of images: ``cv2.copyMakeBorder``.
+
+    Parameters
+    ----------
+    img : as :func:`flip`
+    padding : int or (top, bottom, left, right)
+        Pixels added on each side (copyMakeBorder's order); one int for all four; each
+        >= 0 and any size (periodic borders repeat as often as needed).
+    border_mode : {"constant", "replicate", "reflect", "reflect101", "wrap"}
+        OpenCV's ``BORDER_CONSTANT`` (``value``), ``BORDER_REPLICATE`` (aaa|abcd|ddd),
+        ``BORDER_REFLECT`` (cba|abcd|dcb), ``BORDER_REFLECT_101`` (dcb|abcd|cba: torch's
+        "reflect") and ``BORDER_WRAP`` (bcd|abcd|abc). A one-pixel side repeats its pixel.
+    value : number or sequence of numbers (one per channel)
+        The constant border, stored as the image type is (rounded half to even and
+        saturated for integers, as OpenCV's Scalar; float16 through float32). More than 4
+        channels take a single number, as OpenCV.
+    layout, out : as :func:`flip`
+
+    Returns
+    -------
+    The padded image(s), ``(H + top + bottom, W + left + right)``; bit-exact against
+    ``cv2.copyMakeBorder``.
+
+    Example
+    -------
+    >>> framed = cupyprep.pad(frame, (0, 8, 0, 8), border_mode="reflect101")  # doctest: +SKIP
+    """
+    sides = _sides(padding)
+    border_mode = _validate.choice("border_mode", border_mode, BORDER_MODES)
+    return _each(img, out, lambda a, o: _pad(a, sides, border_mode, value, layout, o))
+
+
+def copy_make_border(img, top, bottom, left, right, border_mode="constant", value=0, *,
+                     layout="HWC", out=None):
+    """:func:`pad` with ``cv2.copyMakeBorder``'s argument order: ``(top, bottom, left,
+    right)`` and then the border."""
+    return pad(img, (top, bottom, left, right), border_mode=border_mode, value=value,
+               layout=layout, out=out)
+
+
+# --- the common path --------------------------------------------------------------------------
+def _each(img, out, one):
+    """``one(image, out)`` for an array, or for each image of a list (a list back)."""
+    if not isinstance(img, (list, tuple)):
+        if isinstance(out, (list, tuple)):
+            raise TypeError(f"out: expected an array like img, got {type(out).__name__}")
+        return one(img, out)
+    if len(img) == 0:
+        raise ValueError("img: expected at least one image (pass an empty NHWC array for an "
+                         "empty batch)")
+    if out is not None and (not isinstance(out, (list, tuple)) or len(out) != len(img)):
+        raise ValueError(f"out: expected a list of {len(img)} arrays (one per image), got "
+                         f"{_arrays.describe(out) if not isinstance(out, (list, tuple)) else len(out)}")
+    _, arrays = _arrays.prepare_list(img, "img")
+    _validate.dtype_in("img[0]", arrays[0], spec.DTYPES)
+    _validate.list_images("img", arrays)
+    return [one(im, None if out is None else out[i]) for i, im in enumerate(img)]
+
+
+def _sides(padding):
+    if isinstance(padding, numbers.Integral) and not isinstance(padding, bool):
+        sides = (int(padding),) * 4
+    elif isinstance(padding, (tuple, list)) and len(padding) == 4 and all(
+            isinstance(p, numbers.Integral) and not isinstance(p, bool) for p in padding):
+        sides = tuple(int(p) for p in padding)
+    else:
+        raise TypeError(f"padding: expected an int or (top, bottom, left, right) ints, got {padding!r}")
+    if min(sides) < 0:
+        raise ValueError(f"padding: expected sizes >= 0, got {sides} (top, bottom, left, right)")
+    return sides
+
+
+def _input(img, layout):
+    call = _arrays.prepare(img, "img")
+    arr = call.array
+    dtype = _validate.dtype_in("img", arr, spec.DTYPES)
+    geo = _validate.image_layout("img", arr, layout)  # a 4-D array is a batch
+    return call, arr, dtype, geo, layout
+
+
+def _flip(img, direction, layout, out):
+    call, arr, dtype, geo, layout = _input(img, layout)
+    if not call.device:
+        return call.result(cpu.flip(arr, direction, geo), out)
+    s_y, s_x = geo.strides[2:]
+    off = 0
+    if direction in ("horizontal", "both"):
+        off, s_x = off + (geo.w - 1) * s_x, -s_x
+    if direction in ("vertical", "both"):
+        off, s_y = off + (geo.h - 1) * s_y, -s_y
+    return _launch(call, arr, dtype, geo, layout, out, geo.h, geo.w, off, s_y, s_x,
+                   (0, 0, 0, 0), "constant", (0.0,) * 4)
+
+
+def _rotate(img, turns, layout, out):
+    call, arr, dtype, geo, layout = _input(img, layout)
+    if not call.device:
+        return call.result(cpu.rotate90(arr, turns, geo), out)
+    s_y, s_x = geo.strides[2:]
+    h, w = geo.h, geo.w
+    # np.rot90: one turn is out[i, j] = img[j, w - 1 - i]; three, out[i, j] = img[h - 1 - j, i]
+    if turns == 0:
+        view = (h, w, 0, s_y, s_x)
+    elif turns == 1:
+        view = (w, h, (w - 1) * s_x, -s_x, s_y)
+    elif turns == 2:
+        view = (h, w, (h - 1) * s_y + (w - 1) * s_x, -s_y, -s_x)
+    else:
+        view = (w, h, (h - 1) * s_y, s_x, -s_y)
+    vh, vw, off, vs_y, vs_x = view
+    return _launch(call, arr, dtype, geo, layout, out, vh, vw, off, vs_y, vs_x,
+                   (0, 0, 0, 0), "constant", (0.0,) * 4)
+
+
+def _pad(img, sides, border_mode, value, layout, out):
+    call, arr, dtype, geo, layout = _input(img, layout)
+    top, bottom, left, right = sides
+    dh, dw = geo.h + top + bottom, geo.w + left + right
+    if dh >= 2**31 or dw >= 2**31:
+        raise ValueError(f"padding: expected an output smaller than 2**31 on each side, got "
+                         f"{dh} x {dw}")
+    fill = _fill(value, geo.c, dtype)
+    if not call.device:
+        return call.result(cpu.pad(arr, sides, border_mode, fill, geo), out)
+    s_y, s_x = geo.strides[2:]
+    return _launch(call, arr, dtype, geo, layout, out, geo.h, geo.w, 0, s_y, s_x, sides,
+                   border_mode, fill)
+
+
+def _fill(value, channels, dtype):
+    """The constant border's values, one per channel, as float32s of stored pixels."""
+    if channels > 4 and not isinstance(value, numbers.Real):
+        values = _validate.per_channel("value", value, channels, 0.0)
+        if len(set(values)) > 1:
+            raise ValueError(f"value: expected one number for an image of {channels} channels "
+                             f"(OpenCV takes per-channel values for at most 4), got {value!r}")
+    # float16 images take OpenCV's route, double -> float -> half (the kernel rounds last)
+    return _validate.fill_values("value", value, channels, dtype, np.float32)
+
+
+def _launch(call, arr, dtype, geo, layout, out, sh, sw, off, s_y, s_x, sides, border_mode, fill):
+    """The copy of the source view (``sh`` x ``sw`` at element offset ``off``, strides
+    ``s_y`` / ``s_x``) with ``sides`` of border, into a new array or ``out``."""
+    top, bottom, left, right = sides
+    dh, dw = sh + top + bottom, sw + left + right
+    with call.launch(), call.writing(out, geo.shape(dh, dw), dtype, [arr]) as (native, dst):
+        if geo.n == 0:
+            return native
+        dgeo = _validate.image_layout("out", dst, layout)
+        if geo.channels_last and geo.c <= 4:
+            cn, groups = geo.c, 1
+        else:
+            cn, groups = 1, geo.c  # one group per plane
+        s_n, s_c = geo.strides[:2]
+        d_n, d_c, d_y, d_x = dgeo.strides
+        planes = geo.n * groups
+        bv = (fill + (0.0,) * 4)[:4]  # one a channel (more than 4: all the same)
+        i64, i32, f32 = np.int64, np.int32, np.float32
+        fn = _kernels.get_function(spec.FILE, spec.SPEC.expr(dtype, cn))
+        launch_3d(fn, planes, dh, dw, (
+            arr, dst, i32(groups), i32(sh), i32(sw), i32(dh), i32(dw), i64(off), i64(s_n),
+            i64(s_c if groups > 1 else 0), i64(s_y), i64(s_x), i64(s_c),
+            i64(d_n), i64(d_c if groups > 1 else 0), i64(d_y), i64(d_x), i64(d_c),
+            i32(top), i32(left), i32(BORDER_MODES.index(border_mode)), *(f32(v) for v in bv),
+            i32(planes)))
+    return native
