@@ -17,7 +17,7 @@ from .boxes import (
     encode_boxes,
     prior_boxes,
 )
-from .color import swap_rb, to_gray
+from .color import cvt_color, swap_rb, to_gray
 from .display import show
 from .faces import ARCFACE_112, align_faces
 from .interop import (
@@ -64,6 +64,7 @@ __all__ = [
     "PreprocessMeta",
     "swap_rb",
     "to_gray",
+    "cvt_color",
     "warmup",
     "to_torch",
     "from_torch",

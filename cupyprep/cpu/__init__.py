@@ -6,9 +6,10 @@ computes the rest (normalization, NMS, ...). The kernels are tested against this
 from __future__ import annotations
 
 from ._cv2 import cv2_module
-from .color import swap_rb, to_gray
+from .color import cvt_color, opencv_hsv_block, swap_rb, to_gray
 from .geometry import resize
 from .normalize import normalize
 from .preprocess import preprocess
 
-__all__ = ["cv2_module", "resize", "normalize", "preprocess", "swap_rb", "to_gray"]
+__all__ = ["cv2_module", "resize", "normalize", "preprocess", "swap_rb", "to_gray", "cvt_color",
+           "opencv_hsv_block"]
