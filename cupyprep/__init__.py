@@ -37,7 +37,7 @@ from .matrices import (
     transform_points,
 )
 from .nms import Detections, batched_nms, multiclass_nms, nms
-from .normalize import IMAGENET_MEAN, IMAGENET_STD, normalize
+from .normalize import IMAGENET_MEAN, IMAGENET_STD, denormalize, normalize
 from .pipeline import Loader, LoaderMeta
 from .preprocess import PreprocessMeta, preprocess
 from .resize import resize
@@ -60,6 +60,7 @@ __all__ = [
     "transform_points",
     "ARCFACE_112",
     "normalize",
+    "denormalize",
     "preprocess",
     "PreprocessMeta",
     "swap_rb",
