@@ -38,6 +38,7 @@ from .matrices import (
 )
 from .nms import Detections, batched_nms, multiclass_nms, nms
 from .normalize import IMAGENET_MEAN, IMAGENET_STD, denormalize, normalize
+from .photometric import JitterParams, color_jitter, hsv_gain
 from .pipeline import Loader, LoaderMeta
 from .preprocess import PreprocessMeta, preprocess
 from .resize import resize
@@ -52,6 +53,9 @@ __all__ = [
     "warp_perspective",
     "align_faces",
     "random_affine",
+    "color_jitter",
+    "hsv_gain",
+    "JitterParams",
     "get_rotation_matrix_2d",
     "get_affine_transform",
     "get_perspective_transform",

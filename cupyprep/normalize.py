@@ -7,7 +7,7 @@ from . import _arrays, _kernels, _validate, cpu
 from ._launch import launch_1d, launch_3d
 from ._specs import normalize as spec
 
-__all__ = ["normalize", "denormalize", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "denormalize", "normalize"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -9,7 +9,8 @@ from ._cv2 import cv2_module
 from .color import cvt_color, opencv_hsv_block, swap_rb, to_gray
 from .geometry import resize
 from .normalize import normalize
+from .photometric import color_jitter, hsv_gain
 from .preprocess import preprocess
 
 __all__ = ["cv2_module", "resize", "normalize", "preprocess", "swap_rb", "to_gray", "cvt_color",
-           "opencv_hsv_block"]
+           "opencv_hsv_block", "hsv_gain", "color_jitter"]
