@@ -60,7 +60,8 @@ def test_cpu_hsv_gain_zero_gains_round_trip_and_rgb():
     for got, img in zip(out, batch):  # unit gains: OpenCV's HSV round trip, no more
         np.testing.assert_array_equal(got, ultralytics_hsv(img, np.ones(3)))
     rgb, g = cupyprep.hsv_gain(batch[..., ::-1], 0.3, 0.3, 0.3, order="rgb", seed=1)
-    ref, _ = cupyprep.hsv_gain(batch, 0.3, 0.3, 0.3, seed=1)
+    ref, g_bgr = cupyprep.hsv_gain(batch, 0.3, 0.3, 0.3, seed=1)
+    np.testing.assert_array_equal(g, g_bgr)
     np.testing.assert_array_equal(rgb[..., ::-1], ref)
 
 
@@ -134,13 +135,14 @@ def test_cpu_color_jitter_follows_torchvision(dtype):
 def test_cpu_color_jitter_ranges_and_neutral_ops():
     batch = photo_batch(5)
     out, p = cupyprep.color_jitter(batch, brightness=(0.5, 0.6), hue=(-0.2, -0.1), seed=0)
+    assert out.shape == batch.shape and out.dtype == np.uint8
     f = np.asarray(p.factors)
     assert ((f[:, 0] >= 0.5) & (f[:, 0] <= 0.6)).all() and ((f[:, 3] >= -0.2) & (f[:, 3] <= -0.1)).all()
     assert (f[:, 1] == 1).all() and (f[:, 2] == 1).all()  # contrast, saturation: off
     same, p0 = cupyprep.color_jitter(batch, seed=0)  # everything off: the image itself
     np.testing.assert_array_equal(same, batch)
     assert (p0.factors == np.array([1.0, 1.0, 1.0, 0.0])).all()
-    nchw, pn = cupyprep.color_jitter(batch.transpose(0, 3, 1, 2), 0.3, 0.3, 0.3, 0.3, layout="NCHW", seed=2)
+    nchw, _ = cupyprep.color_jitter(batch.transpose(0, 3, 1, 2), 0.3, 0.3, 0.3, 0.3, layout="NCHW", seed=2)
     nhwc, _ = cupyprep.color_jitter(batch, 0.3, 0.3, 0.3, 0.3, seed=2)
     np.testing.assert_array_equal(nchw.transpose(0, 2, 3, 1), nhwc)
     bgr, _ = cupyprep.color_jitter(batch[..., ::-1], 0.3, 0.3, 0.3, 0.3, order="bgr", seed=2)
