@@ -37,7 +37,7 @@ def each_image(fn, img):
 
 def test_constants_are_opencvs():
     for name in cv2compat.__all__:
-        if name.isupper():
+        if name[0].isupper():
             assert getattr(cv2compat, name) == getattr(cv2, name), name
 
 
@@ -336,3 +336,17 @@ def test_gpu_cvt_color_every_uint8_input(opencv_block, code):
     img = pixels.reshape(-1, width, 3)
     got = cupy.asnumpy(cupyprep.cvt_color(cupy.asarray(img), code))
     np.testing.assert_array_equal(got, cv2_cvt(img, code))
+
+
+@pytest.mark.gpu
+def test_gpu_cvt_color_torch(torch_cuda, opencv_block):
+    """torch CUDA tensors in and out (zero-copy), a channels-first view read in place."""
+    torch = torch_cuda
+    img = photo("astronaut")[:50, :70]
+    x = torch.from_numpy(img).cuda()
+    got = cupyprep.cvt_color(x, "bgr2hsv")
+    assert isinstance(got, torch.Tensor) and got.is_cuda
+    np.testing.assert_array_equal(got.cpu().numpy(), cv2_cvt(img, "bgr2hsv"))
+    planes = x.permute(2, 0, 1).contiguous().permute(1, 2, 0)  # HWC view of CHW memory
+    back = cupyprep.cvt_color(cupyprep.cvt_color(planes, "rgb2ycrcb"), "ycrcb2rgb")
+    np.testing.assert_array_equal(back.cpu().numpy(), cv2_cvt(cv2_cvt(img, "rgb2ycrcb"), "ycrcb2rgb"))

@@ -404,3 +404,15 @@ def test_kernel_denormalize_round_trip(kernels):
     np.testing.assert_array_equal(kernels.get(cupyprep.denormalize(y, **args)), img)
     empty = kernels.put(np.zeros((0, 3, 4, 5), np.float32))
     assert kernels.get(cupyprep.denormalize(empty, layout="NCHW")).shape == (0, 4, 5, 3)
+
+
+@pytest.mark.gpu
+def test_gpu_denormalize_torch_round_trip(torch_cuda):
+    """A torch CUDA batch through normalize (NCHW float16) and back: the frames, bit for bit."""
+    torch = torch_cuda
+    frames = np.stack([photo("astronaut")[:48, :64], photo("coffee")[:48, :64]])
+    args = dict(mean=cupyprep.IMAGENET_MEAN, std=cupyprep.IMAGENET_STD, scale=1 / 255, swap_rb=True)
+    y = cupyprep.normalize(torch.from_numpy(frames).cuda(), layout="NCHW", dtype="float16", **args)
+    back = cupyprep.denormalize(y, layout="NCHW", **args)
+    assert isinstance(back, torch.Tensor) and back.is_cuda and back.shape == (2, 48, 64, 3)
+    np.testing.assert_array_equal(back.cpu().numpy(), frames)
