@@ -118,7 +118,9 @@ def _round_half_even(v):
 
 def cvtColor(src, code, dst=None):
     """``cv2.cvtColor`` for BGR <-> RGB (and the 4-channel variants), to gray, and BGR / RGB
-    <-> HSV (``_FULL`` too) and YCrCb (:func:`cupyprep.cvt_color`; a 3-channel result)."""
+    <-> HSV (``_FULL`` too) and YCrCb (:func:`cupyprep.cvt_color`; a 3-channel result).
+    NumPy inputs of the HSV and YCrCb codes run OpenCV's own code with IPP off (IPP's
+    ``HSV2BGR_FULL`` differs from it by 1)."""
     if code in _CVT_CODES:
         return _cvt_color(src, _CVT_CODES[code], out=dst)
     if code in (COLOR_BGR2RGB, COLOR_BGRA2RGBA):
