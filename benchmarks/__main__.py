@@ -6,15 +6,17 @@ import datetime
 import json
 import platform
 
-from . import _timing, boxes, color, p1, w1, w2, w3, w4, w5
+from . import _timing, boxes, color, latency, p1, w1, w2, w3, w4, w5
 
-WORKLOADS = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "P1": p1, "BOX": boxes, "COLOR": color}
+WORKLOADS = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "P1": p1, "BOX": boxes,
+             "S": latency, "COLOR": color}
 
 
 class Bench:
     def __init__(self, repeat, warmup):
         self.repeat, self.warmup = repeat, warmup
         self.rows = []
+        self.latency_rows = []  # S1-S5: eager, device and host time per call
         self.copy_rate = _timing.copy_bandwidth()
 
     @staticmethod
@@ -63,6 +65,8 @@ def main(argv=None):
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--profile", action="store_true",
+                        help="S workloads: where each call's host time goes")
     args = parser.parse_args(argv)
 
     import torch
@@ -76,9 +80,15 @@ def main(argv=None):
     device = torch.cuda.get_device_name()
     print(f"device: {device}; copy rate {bench.copy_rate / 1e12:.2f} TB/s (read + write)")
     for name in args.workloads:
-        WORKLOADS[name].run(bench)
+        if name == "S":
+            latency.run(bench, profile=args.profile)
+        else:
+            WORKLOADS[name].run(bench)
     print()
-    print(bench.table())
+    if bench.rows:
+        print(bench.table())
+    if bench.latency_rows:
+        print(latency.table(bench.latency_rows))
     if args.json:
         import cupy
         import numpy
@@ -88,7 +98,8 @@ def main(argv=None):
                     cupy=cupy.__version__, numpy=numpy.__version__, python=platform.python_version(),
                     cupyprep=cupyprep.__version__)
         with open(args.json, "w") as f:
-            json.dump(dict(meta=meta, results=bench.rows, table=bench.table()), f, indent=1)
+            json.dump(dict(meta=meta, results=bench.rows, table=bench.table(), latency=bench.latency_rows,
+                           latency_table=latency.table(bench.latency_rows)), f, indent=1)
 
 
 if __name__ == "__main__":

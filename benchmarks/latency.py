@@ -1,0 +1,190 @@
+"""S1-S5: latency at batch 1, called eagerly as a service or a notebook calls.
+
+S1 one 1080p frame -> letterbox 640x640 float16; S2 one image's YOLO head (8400 boxes x 80
+classes) -> multiclass_nms; S3 one 512x512 warp_affine; S4 a list of 8 frames of mixed sizes
+-> preprocess; S5 to_torch / from_torch / as_array round trip of a CUDA tensor.
+
+Each row gives three figures for the same call in the same run: **eager**, wall-clock per
+call of a loop of calls followed by one synchronization (what a user's loop sees); **device**,
+the call's CUDA-graph replay time (its kernels alone); and **host**, eager minus device (the
+Python, validation and launch time that the device does not hide). The torch / torchvision
+way of doing the same work runs beside it. ``--profile`` adds, per cupyprep row, where the
+host time goes (a cProfile of the calls, each module's own time grouped by topic and scaled
+to the unprofiled per-call time).
+"""
+from __future__ import annotations
+
+import cProfile
+import pstats
+import statistics
+import time
+
+from . import _timing
+
+CALLS, ROUNDS = 200, 7
+
+# where a function's own time goes: the first matching fragment of its file or name
+CATEGORIES = (
+    ("validation", ("_validate.py",)),
+    ("kernel lookup", ("_kernels.py", "_specs")),
+    ("argument packing and launch", ("_launch.py", "raw.pyx", "RawKernel", "_function")),
+    ("allocation", ("_allocators.py", "memory.pyx", "torch.empty", "method 'empty'", "cupy/_creation")),
+    ("streams", ("_streams.py", "Stream", "stream", "_cuda_getCurrentRawStream")),
+    ("array views and dlpack", ("_arrays.py", "_torch.py", "interop.py", "dlpack", "from_dlpack")),
+    ("op logic", ("cupyprep",)),
+)
+
+
+def eager_per_call(fn, calls=CALLS, rounds=ROUNDS):
+    """Median over ``rounds`` of the wall-clock per call of ``calls`` calls and one sync."""
+    import torch
+
+    for i in range(20):
+        fn(i)
+    torch.cuda.synchronize()
+    per_call = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for i in range(calls):
+            fn(i)
+        torch.cuda.synchronize()
+        per_call.append((time.perf_counter() - t0) / calls * 1e3)
+    return statistics.median(per_call)
+
+
+def host_profile(fn, eager_ms, calls=CALLS):
+    """Microseconds per call by category (cProfile's own times, scaled so they sum to the
+    unprofiled host time per call)."""
+    import torch
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for i in range(calls):
+        fn(i)
+    prof.disable()
+    torch.cuda.synchronize()
+    totals = dict.fromkeys([c for c, _ in CATEGORIES] + ["other (torch, cupy, python)"], 0.0)
+    for (filename, _, func), (_, _, own, _, _) in pstats.Stats(prof).stats.items():
+        where = f"{filename} {func}"
+        for category, marks in CATEGORIES:
+            if any(m in where for m in marks):
+                totals[category] += own
+                break
+        else:
+            totals["other (torch, cupy, python)"] += own
+    whole = sum(totals.values()) or 1.0
+    return {k: v / whole * eager_ms * 1e3 for k, v in totals.items() if v}
+
+
+class Rows:
+    def __init__(self, bench, profile):
+        self.bench, self.profile = bench, profile
+
+    def add(self, workload, impl, fn, capture=True, baseline=False):
+        eager = eager_per_call(fn)
+        device = None
+        if capture:
+            t = _timing.time_cuda(fn, 1, self.bench.warmup, self.bench.repeat, capture=True)
+            device = t["median_ms"] if t["timing"] == "graph replay" else None
+        host = eager - device if device is not None else None
+        row = dict(workload=workload, impl=impl, baseline=baseline, eager_ms=eager,
+                   device_ms=device, host_ms=host, latency=True)
+        shown = f"  {workload} {impl}: eager {eager * 1e3:.1f} us"
+        if device is not None:
+            shown += f", device {device * 1e3:.1f} us, host {host * 1e3:.1f} us"
+        if self.profile and not baseline:
+            row["host_profile_us"] = host_profile(fn, eager)
+            shown += "\n    " + ", ".join(f"{k} {v:.1f}" for k, v in row["host_profile_us"].items())
+        print(shown, flush=True)
+        self.bench.latency_rows.append(row)
+
+
+def run(bench, profile=False):
+    import cupy
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    import torchvision
+
+    import cupyprep
+
+    rows = Rows(bench, profile)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+
+    # S1: one 1080p frame, letterbox to 640x640 float16
+    frame = torch.randint(0, 256, (1080, 1920, 3), dtype=torch.uint8, device="cuda", generator=gen)
+    out1 = torch.empty((1, 3, 640, 640), dtype=torch.float16, device="cuda")
+    rows.add("S1", "cupyprep preprocess", lambda i: cupyprep.preprocess(frame, (640, 640), dtype="float16",
+                                                                          out=out1))
+
+    def torch_s1(i):
+        x = frame.permute(2, 0, 1)[None].flip(1).float()
+        x = F.interpolate(x, size=(360, 640), mode="bilinear", align_corners=False)
+        return (F.pad(x, (0, 0, 140, 140), value=114.0) / 255).half()
+
+    rows.add("S1", "torch interpolate + pad + div", torch_s1, baseline=True)
+
+    # S2: one image's YOLO head -> multiclass_nms (sync-free)
+    centers = torch.rand((1, 8400, 2), device="cuda", generator=gen) * 640
+    sides = torch.rand((1, 8400, 2), device="cuda", generator=gen) * 100 + 10
+    boxes = torch.cat([centers - sides / 2, centers + sides / 2], -1)
+    scores = torch.rand((1, 8400, 80), device="cuda", generator=gen) ** 8  # few above 0.25
+    rows.add("S2", "cupyprep multiclass_nms", lambda i: cupyprep.multiclass_nms(
+        boxes, scores, score_threshold=0.25, top_k=1000))
+
+    def torch_s2(i):
+        s, c = scores[0].max(1)
+        keep = s > 0.25
+        return torchvision.ops.batched_nms(boxes[0][keep], s[keep], c[keep], 0.5)
+
+    rows.add("S2", "torchvision filter + batched_nms", torch_s2, capture=False, baseline=True)
+
+    # S3: one 512x512 warp_affine (a rotation), bilinear, constant border
+    img = torch.randint(0, 256, (512, 512, 3), dtype=torch.uint8, device="cuda", generator=gen)
+    m = np.array([[0.866, -0.5, 162.0], [0.5, 0.866, -93.0]])
+    out3 = torch.empty_like(img)
+    rows.add("S3", "cupyprep warp_affine", lambda i: cupyprep.warp_affine(img, m, (512, 512), out=out3))
+    theta = torch.tensor([[[0.866, -0.5, 0.1], [0.5, 0.866, -0.1]]], device="cuda")
+
+    def torch_s3(i):
+        x = img.permute(2, 0, 1)[None].float()
+        grid = F.affine_grid(theta, (1, 3, 512, 512), align_corners=False)
+        return F.grid_sample(x, grid, align_corners=False).to(torch.uint8)
+
+    rows.add("S3", "torch affine_grid + grid_sample", torch_s3, baseline=True)
+
+    # S4: a list of 8 frames of mixed sizes -> preprocess
+    rng = np.random.default_rng(0)
+    frames = [torch.randint(0, 256, (int(h), int(w), 3), dtype=torch.uint8, device="cuda", generator=gen)
+              for h, w in zip(rng.integers(360, 1080, 8), rng.integers(480, 1920, 8))]
+    out4 = torch.empty((8, 3, 640, 640), dtype=torch.float32, device="cuda")
+    rows.add("S4", "cupyprep preprocess (list of 8)", lambda i: cupyprep.preprocess(frames, (640, 640),
+                                                                                      out=out4))
+
+    def torch_s4(i):
+        for j, f in enumerate(frames):
+            h, w = f.shape[:2]
+            r = min(640 / h, 640 / w)
+            nh, nw = round(h * r), round(w * r)
+            x = F.interpolate(f.permute(2, 0, 1)[None].flip(1).float(), size=(nh, nw), mode="bilinear")
+            top, left = (640 - nh) // 2, (640 - nw) // 2
+            out4[j] = F.pad(x, (left, 640 - nw - left, top, 640 - nh - top), value=114.0)[0] / 255
+
+    rows.add("S4", "torch per frame", torch_s4, baseline=True)
+
+    # S5: a CUDA tensor to CuPy and back, and as_array
+    t = torch.empty((640, 640, 3), dtype=torch.uint8, device="cuda")
+    rows.add("S5", "cupyprep from_torch + to_torch + as_array", lambda i: (
+        cupyprep.to_torch(cupyprep.from_torch(t)), cupyprep.as_array(t)), capture=False)
+    rows.add("S5", "cupy.from_dlpack + torch.from_dlpack", lambda i: torch.from_dlpack(cupy.from_dlpack(t)),
+             capture=False, baseline=True)
+
+
+def table(rows):
+    lines = ["| id | implementation | eager us | device us | host us (eager - device) |",
+             "|----|----|----|----|----|"]
+    for r in rows:
+        dev = "—" if r["device_ms"] is None else f"{r['device_ms'] * 1e3:.1f}"
+        host = "—" if r["host_ms"] is None else f"{r['host_ms'] * 1e3:.1f}"
+        lines.append(f"| {r['workload']} | {r['impl']} | {r['eager_ms'] * 1e3:.1f} | {dev} | {host} |")
+    return "\n".join(lines)
