@@ -17,7 +17,7 @@ from .boxes import (
     encode_boxes,
     prior_boxes,
 )
-from .color import swap_rb, to_gray
+from .color import cvt_color, swap_rb, to_gray
 from .crop import crop
 from .display import show
 from .faces import ARCFACE_112, align_faces
@@ -39,7 +39,8 @@ from .matrices import (
     transform_points,
 )
 from .nms import Detections, batched_nms, multiclass_nms, nms
-from .normalize import IMAGENET_MEAN, IMAGENET_STD, normalize
+from .normalize import IMAGENET_MEAN, IMAGENET_STD, denormalize, normalize
+from .photometric import JitterParams, color_jitter, hsv_gain
 from .pipeline import Loader, LoaderMeta
 from .preprocess import PreprocessMeta, preprocess
 from .resize import resize
@@ -54,6 +55,9 @@ __all__ = [
     "warp_perspective",
     "align_faces",
     "random_affine",
+    "color_jitter",
+    "hsv_gain",
+    "JitterParams",
     "get_rotation_matrix_2d",
     "get_affine_transform",
     "get_perspective_transform",
@@ -62,6 +66,7 @@ __all__ = [
     "transform_points",
     "ARCFACE_112",
     "normalize",
+    "denormalize",
     "preprocess",
     "PreprocessMeta",
     "swap_rb",
@@ -71,6 +76,7 @@ __all__ = [
     "pad",
     "copy_make_border",
     "crop",
+    "cvt_color",
     "warmup",
     "to_torch",
     "from_torch",

@@ -9,8 +9,8 @@ import numpy as np
 
 from . import _arrays, _kernels, _matrix_math, _validate
 from ._launch import launch_1d
+from ._random import uniforms
 from ._specs import warp as warp_spec
-from ._torch import from_torch
 from ._warping import gather_images, warp_images
 
 __all__ = ["random_affine"]
@@ -77,7 +77,7 @@ def random_affine(batch, degrees=0.0, translate=(0.0, 0.0), scale=(1.0, 1.0), sh
         raise ValueError(f"flip_p: expected a probability in [0, 1], got {flip_p}")
     # drawn and assembled on the batch's device and stream, where the warp reads them
     with call.launch():
-        u = _uniforms(call, n, generator, seed)  # (n, 6) in [0, 1), on the batch's side
+        u = uniforms(call, (n, 6), generator, seed)  # in [0, 1), on the batch's side
         terms = _affine_terms(deg, sc, shr, tr, w, h, flip_p)
         if call.device:
             mats, inv = _affine_on_device(call.xp, u, terms)
@@ -146,28 +146,3 @@ def _pair(name, v):
     if not isinstance(v, (tuple, list)) or len(v) != 2:
         raise TypeError(f"{name}: expected a pair of numbers, got {v!r}")
     return _validate.number(name, v[0]), _validate.number(name, v[1])
-
-
-def _uniforms(call, n, generator, seed):
-    """(n, 6) float64 uniforms in [0, 1) drawn where the batch lives (no host round trip)."""
-    if call.kind == "torch":
-        import torch
-
-        dev = call.tensor.device
-        if generator is None:
-            generator = torch.Generator(device=dev)
-            if seed is not None:
-                generator.manual_seed(int(seed))
-            else:
-                generator.seed()
-        u = torch.rand((n, 6), generator=generator, device=dev, dtype=torch.float64)
-        return from_torch(u) if call.device else u.numpy()
-    if call.device and call.kind != "numpy":
-        import cupy
-
-        gen = generator if generator is not None else cupy.random.default_rng(seed)
-        if hasattr(gen, "random"):
-            return gen.random((n, 6), dtype=np.float64)
-        return gen.random_sample((n, 6), dtype=np.float64)
-    gen = generator if generator is not None else np.random.default_rng(seed)
-    return gen.random((n, 6))

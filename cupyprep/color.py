@@ -1,4 +1,5 @@
-"""Color conversions: BGR <-> RGB and to gray, with cv2.cvtColor semantics."""
+"""Color conversions with cv2.cvtColor semantics: BGR <-> RGB, to gray, and between BGR / RGB
+and HSV or YCrCb (:func:`cvt_color`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,10 +8,20 @@ from . import _arrays, _kernels, _validate, cpu
 from ._launch import launch_1d
 from ._specs import color as spec
 
-__all__ = ["swap_rb", "to_gray"]
+__all__ = ["CVT_CODES", "cvt_color", "swap_rb", "to_gray"]
 
 COLOR_DTYPES = spec.DTYPES
 ORDERS = spec.ORDERS
+
+# cvt_color's codes: (conversion, channel order, full-range hue)
+CVT_CODES = {
+    f"{a}2{b}{suffix}".replace("bgr", order): (f"{a}2{b}", order, bool(suffix))
+    for a, b in (("bgr", "hsv"), ("hsv", "bgr"), ("bgr", "ycrcb"), ("ycrcb", "bgr"))
+    for order in ORDERS
+    for suffix in (("", "_full") if "hsv" in (a, b) else ("",))
+}
+# the codes swap_rb and to_gray serve
+_OTHER_CODES = ("bgr2rgb", "rgb2bgr", "bgr2gray", "rgb2gray")
 
 
 def _color_input(img):
@@ -55,7 +66,70 @@ def to_gray(img, *, order="bgr", out=None):
     return native
 
 
-def _launch(expr, src, dst, geo, dst_has_channels):
+def cvt_color(img, code, *, out=None):
+    """``cv2.cvtColor`` between BGR / RGB and HSV or YCrCb, named by ``code``.
+
+    Parameters
+    ----------
+    img : numpy.ndarray, cupy.ndarray or torch.Tensor
+        ``HWC`` or ``NHWC``, uint8 or float32 (uint16 and float16 for the ``bgr2rgb`` /
+        ``*2gray`` codes, which :func:`swap_rb` / :func:`to_gray` serve). Any strides.
+        3 channels, or 4 (alpha ignored) for the conversions from BGR / RGB.
+    code : str
+        ``"bgr2hsv"``, ``"rgb2hsv"``, ``"bgr2hsv_full"``, ``"rgb2hsv_full"``, ``"hsv2bgr"``,
+        ``"hsv2rgb"``, ``"hsv2bgr_full"``, ``"hsv2rgb_full"``, ``"bgr2ycrcb"``,
+        ``"rgb2ycrcb"``, ``"ycrcb2bgr"``, ``"ycrcb2rgb"`` (OpenCV's ``COLOR_BGR2HSV`` ...
+        lower-cased), or ``"bgr2rgb"``, ``"rgb2bgr"``, ``"bgr2gray"``, ``"rgb2gray"``.
+    out : array, optional
+        Written in place; same kind, shape and dtype as the result.
+
+    Convention
+    ----------
+    OpenCV's: uint8 HSV has H in [0, 180) (the ``_full`` codes: [0, 256) from BGR, and
+    H / 255 of the circle back to BGR, as OpenCV does), S and V in [0, 255]; float32 HSV
+    has H in degrees [0, 360) (``_full`` makes no difference), S in [0, 1] and V = max(B, G,
+    R). YCrCb is BT.601 with Cr, Cb offset by 128 (uint8) or 0.5 (float32). uint8 results
+    equal OpenCV's own code (IPP off) bit for bit, with one machine dependence: OpenCV
+    converts HSV -> BGR in vector blocks of its CPU's width and the rest of each row with
+    scalar code, up to 1 apart (``_specs.color.SPEC.hsv_vector_block``, 64: AVX-512; see
+    docs/exactness.md). float32: within 1e-5 of the value range.
+
+    Example
+    -------
+    >>> hsv = cupyprep.cvt_color(bgr, "bgr2hsv")  # doctest: +SKIP
+    """
+    if code in _OTHER_CODES:
+        if code.endswith("gray"):
+            return to_gray(img, order=code[:3], out=out)
+        return swap_rb(img, out=out)
+    if not isinstance(code, str) or code not in CVT_CODES:
+        raise ValueError(f"code: expected one of {sorted(CVT_CODES) + list(_OTHER_CODES)}, got {code!r}")
+    conversion, order, full = CVT_CODES[code]
+    call = _arrays.prepare(img, "img")
+    arr = call.array
+    dtype = _validate.dtype_in("img", arr, spec.CVT_DTYPES)
+    channels = (3, 4) if conversion.startswith("bgr") else (3,)
+    if arr.ndim not in (3, 4) or arr.shape[-1] not in channels:
+        want = "3 or 4 channels" if len(channels) == 2 else "3 channels"
+        raise ValueError(f"img: code {code!r} expects an HWC or NHWC array with {want}, "
+                         f"got {_arrays.describe(arr)}")
+    geo = _validate.image_layout("img", arr, "NHWC" if arr.ndim == 4 else "HWC")
+    if not call.device:
+        return call.result(cpu.cvt_color(arr, code), out)
+    if dtype == np.float32:
+        hrange = 360
+    elif conversion == "bgr2hsv":
+        hrange = 256 if full else 180
+    else:
+        hrange = 255 if full else 180
+    tuning = spec.SPEC
+    expr = tuning.cvt_color_expr(dtype, conversion, geo.c, 0 if order == "bgr" else 2)
+    with call.launch(), call.writing(out, arr.shape[:-1] + (3,), dtype, [arr]) as (native, dst):
+        _launch(expr, arr, dst, geo, True, (np.int32(hrange), np.int32(tuning.hsv_vector_block)))
+    return native
+
+
+def _launch(expr, src, dst, geo, dst_has_channels, extra=()):
     s_n, s_c, s_y, s_x = geo.strides
     dst_st = _arrays.element_strides(dst, "out")
     if not geo.batched:
@@ -65,6 +139,7 @@ def _launch(expr, src, dst, geo, dst_has_channels):
     args = [src, dst, i32(geo.h), i32(geo.w), i64(s_n), i64(s_y), i64(s_x), i64(s_c), *d]
     if dst_has_channels:
         args.append(i64(dst_st[3]))
+    args += extra
     total = geo.n * geo.h * geo.w
     args.append(i64(total))
     launch_1d(_kernels.get_function(spec.FILE, expr), total, tuple(args))

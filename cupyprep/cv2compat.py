@@ -12,6 +12,7 @@ from __future__ import annotations
 import numbers
 
 from . import _arrays
+from .color import cvt_color as _cvt_color
 from .color import swap_rb as _swap_rb
 from .color import to_gray as _to_gray
 from .cpu import cv2_module
@@ -30,6 +31,9 @@ __all__ = [
     "INTER_NEAREST", "INTER_LINEAR", "INTER_CUBIC", "INTER_AREA",
     "COLOR_BGR2RGB", "COLOR_RGB2BGR", "COLOR_BGRA2RGBA", "COLOR_RGBA2BGRA",
     "COLOR_BGR2GRAY", "COLOR_RGB2GRAY", "COLOR_BGRA2GRAY", "COLOR_RGBA2GRAY",
+    "COLOR_BGR2HSV", "COLOR_RGB2HSV", "COLOR_BGR2HSV_FULL", "COLOR_RGB2HSV_FULL",
+    "COLOR_HSV2BGR", "COLOR_HSV2RGB", "COLOR_HSV2BGR_FULL", "COLOR_HSV2RGB_FULL",
+    "COLOR_BGR2YCrCb", "COLOR_RGB2YCrCb", "COLOR_YCrCb2BGR", "COLOR_YCrCb2RGB",
 ]
 
 # OpenCV's values, so flags computed elsewhere (or taken from cv2 itself) work here.
@@ -60,6 +64,27 @@ COLOR_BGR2GRAY = 6
 COLOR_RGB2GRAY = 7
 COLOR_BGRA2GRAY = 10
 COLOR_RGBA2GRAY = 11
+COLOR_BGR2YCrCb = 36
+COLOR_RGB2YCrCb = 37
+COLOR_YCrCb2BGR = 38
+COLOR_YCrCb2RGB = 39
+COLOR_BGR2HSV = 40
+COLOR_RGB2HSV = 41
+COLOR_HSV2BGR = 54
+COLOR_HSV2RGB = 55
+COLOR_BGR2HSV_FULL = 66
+COLOR_RGB2HSV_FULL = 67
+COLOR_HSV2BGR_FULL = 70
+COLOR_HSV2RGB_FULL = 71
+
+# cupyprep.cvt_color's code of each OpenCV code it serves
+_CVT_CODES = {
+    COLOR_BGR2YCrCb: "bgr2ycrcb", COLOR_RGB2YCrCb: "rgb2ycrcb", COLOR_YCrCb2BGR: "ycrcb2bgr",
+    COLOR_YCrCb2RGB: "ycrcb2rgb", COLOR_BGR2HSV: "bgr2hsv", COLOR_RGB2HSV: "rgb2hsv",
+    COLOR_HSV2BGR: "hsv2bgr", COLOR_HSV2RGB: "hsv2rgb", COLOR_BGR2HSV_FULL: "bgr2hsv_full",
+    COLOR_RGB2HSV_FULL: "rgb2hsv_full", COLOR_HSV2BGR_FULL: "hsv2bgr_full",
+    COLOR_HSV2RGB_FULL: "hsv2rgb_full",
+}
 
 _INTERPOLATION = {INTER_NEAREST: "nearest", INTER_LINEAR: "linear", INTER_CUBIC: "cubic",
                   INTER_AREA: "area"}
@@ -101,7 +126,12 @@ def _round_half_even(v):
 
 
 def cvtColor(src, code, dst=None):
-    """``cv2.cvtColor`` for BGR <-> RGB (and the 4-channel variants) and to gray."""
+    """``cv2.cvtColor`` for BGR <-> RGB (and the 4-channel variants), to gray, and BGR / RGB
+    <-> HSV (``_FULL`` too) and YCrCb (:func:`cupyprep.cvt_color`; a 3-channel result).
+    NumPy inputs of the HSV and YCrCb codes run OpenCV's own code with IPP off (IPP's
+    ``HSV2BGR_FULL`` differs from it by 1)."""
+    if code in _CVT_CODES:
+        return _cvt_color(src, _CVT_CODES[code], out=dst)
     if code in (COLOR_BGR2RGB, COLOR_BGRA2RGBA):
         return _swap_rb(src, out=dst)
     if code in (COLOR_BGR2GRAY, COLOR_RGB2GRAY, COLOR_BGRA2GRAY, COLOR_RGBA2GRAY):
@@ -115,8 +145,8 @@ def cvtColor(src, code, dst=None):
         order = "bgr" if code in (COLOR_BGR2GRAY, COLOR_BGRA2GRAY) else "rgb"
         return _to_gray(src, order=order, out=dst)
     raise ValueError(
-        f"code: expected COLOR_BGR2RGB, COLOR_RGB2BGR, COLOR_BGRA2RGBA, COLOR_RGBA2BGRA or a "
-        f"*2GRAY code, got {code!r}"
+        f"code: expected COLOR_BGR2RGB, COLOR_RGB2BGR, COLOR_BGRA2RGBA, COLOR_RGBA2BGRA, a "
+        f"*2GRAY code, or a BGR / RGB <-> HSV (_FULL) or YCrCb code, got {code!r}"
     )
 
 

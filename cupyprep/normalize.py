@@ -7,7 +7,7 @@ from . import _arrays, _kernels, _validate, cpu
 from ._launch import launch_1d, launch_3d
 from ._specs import normalize as spec
 
-__all__ = ["normalize", "IMAGENET_MEAN", "IMAGENET_STD"]
+__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "denormalize", "normalize"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -109,3 +109,82 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
                 i64(d_n), i64(d_y), i64(d_x), i64(d_c), f32(scale), *m, *sd, i64(total),
             ))
     return native
+
+
+def denormalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW",
+                dtype="uint8", out=None):
+    """The inverse of :func:`normalize` given the same arguments: back to the original units,
+    channel order and ``HWC`` layout, for display and test-time augmentation.
+
+    ``out[c'] = (img[c] * std[c] + mean[c]) / scale``, where ``c'`` is ``c`` or, with
+    ``swap_rb``, the first three channels reversed back (RGB -> BGR).
+
+    Parameters
+    ----------
+    img : numpy.ndarray, cupy.ndarray or torch.Tensor
+        What :func:`normalize` made: ``CHW`` / ``NCHW`` (``layout="CHW"`` / ``"NCHW"``) or
+        ``HWC`` / ``NHWC``, or a 2-D ``HW``; float32, float16, uint8 or uint16; 1 to 4
+        channels; any strides (a channel-first array is read in place).
+    mean, std, scale, swap_rb, layout :
+        As given to :func:`normalize` (``mean`` / ``std`` in the normalized channel order,
+        ``layout`` the normalized array's).
+    dtype : {"uint8", "float32", "float16"}
+        Output dtype; uint8 (the default: an image to show or save) rounds half to even and
+        saturates.
+    out : array, optional
+        Written in place: ``HWC`` / ``NHWC`` (``HW`` for a 2-D input), ``dtype``.
+
+    Convention
+    ----------
+    Computed as ``(img - m) * k`` in float32 with ``m = -mean / std`` and ``k = std / scale``
+    worked out in double and rounded once, each operation rounded (the kernels and the CPU
+    backend give the same bits). A uint8 image normalized and denormalized with the same
+    arguments comes back unchanged: the float32 error is far below the 0.5 a pixel rounds by.
+
+    Example
+    -------
+    >>> x = cupyprep.normalize(bgr, IMAGENET_MEAN, IMAGENET_STD, scale=1 / 255, swap_rb=True)  # doctest: +SKIP
+    >>> bgr_again = cupyprep.denormalize(x, IMAGENET_MEAN, IMAGENET_STD, scale=1 / 255, swap_rb=True)  # doctest: +SKIP
+    """
+    _validate.choice("layout", layout, _validate.LAYOUTS)
+    out_dtype = _validate.out_dtype("dtype", dtype, spec.OUT_DTYPES)
+    call = _arrays.prepare(img, "img")
+    arr = call.array
+    _validate.dtype_in("img", arr, spec.IN_DTYPES)
+    if arr.ndim == 2:
+        view = img
+        c = 1
+    else:
+        batched = layout.startswith("N") or arr.ndim == 4
+        if arr.ndim != (4 if batched else 3):
+            raise ValueError(f"img: layout {layout!r} expects a {4 if batched else 3}-D array, "
+                             f"got {_arrays.describe(arr)}")
+        channels_last = layout in ("HWC", "NHWC")
+        c = arr.shape[-1] if channels_last else arr.shape[-3]
+        view = img if channels_last else _channels_last(img, batched)
+    if not 1 <= c <= 4:
+        raise ValueError(f"img: expected 1 to 4 channels in layout {layout!r}, got {c} "
+                         f"({_arrays.describe(arr)})")
+    mean = _validate.per_channel("mean", mean, c, 0.0)
+    std = _validate.per_channel("std", std, c, 1.0)
+    if any(s == 0 for s in std):
+        raise ValueError(f"std: expected non-zero values, got {std}")
+    scale = _validate.number("scale", scale)
+    if scale == 0:
+        raise ValueError("scale: expected a non-zero number, got 0.0")
+    if swap_rb and c >= 3:  # per output channel: the output's channel c came from 2 - c
+        mean = mean[2::-1] + mean[3:]
+        std = std[2::-1] + std[3:]
+    # (y - m) * k with m = -mean / std, k = std / scale; normalize takes k as 1 / its std
+    inv_mean = tuple(-m / s for m, s in zip(mean, std))
+    inv_std = tuple(scale / s for s in std)
+    return normalize(view, inv_mean, inv_std, scale=1.0, swap_rb=swap_rb,
+                     layout="NHWC" if arr.ndim == 4 else "HWC", dtype=out_dtype.name, out=out)
+
+
+def _channels_last(img, batched):
+    """A channel-first array or tensor as a channels-last view (no copy)."""
+    order = (0, 2, 3, 1) if batched else (1, 2, 0)
+    if _arrays.is_torch(img):
+        return img.permute(*order)
+    return img.transpose(order)

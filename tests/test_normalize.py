@@ -304,3 +304,115 @@ def test_gpu_torch_in_and_out(torch_cuda):
     assert res is out and res.data_ptr() == out.data_ptr()
     ref = cpu.normalize(img, cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD, 1 / 255, True, False, "float16")
     np.testing.assert_array_equal(res.cpu().numpy(), ref)
+
+
+# --- denormalize ------------------------------------------------------------------------------
+DENORM_CASES = [  # normalize's arguments, and the layout it wrote
+    dict(mean=cupyprep.IMAGENET_MEAN, std=cupyprep.IMAGENET_STD, scale=1 / 255, swap_rb=True, layout="CHW"),
+    dict(mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), swap_rb=False, layout="HWC"),
+    dict(mean=0.5, std=0.25, scale=1 / 255, swap_rb=True, layout="NCHW"),
+]
+
+
+@pytest.mark.parametrize("case", DENORM_CASES)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cpu_denormalize_round_trip_is_exact(case, dtype):
+    """A photograph (and a batch with an odd size, and 1 x 1) normalized and denormalized
+    with the same arguments comes back unchanged, bit for bit: the normalized values stay
+    below 2.7 in magnitude, so float16's rounding (2^-11 of that) times std / scale (at most
+    58.4 here) moves a pixel by under 0.08, and float32's by far less, never to the next
+    rounding midpoint of an integer."""
+    img = photo("astronaut")[:37, :53]
+    batch = np.stack([img, img[::-1, ::-1]])
+    for x in (img, batch, img[:1, :1]):
+        if case["layout"].startswith("N") and x.ndim == 3:
+            x = x[None]
+        y = cupyprep.normalize(x, dtype=dtype, **case)
+        back = cupyprep.denormalize(y, **case)
+        assert back.dtype == np.uint8 and back.shape == x.shape
+        np.testing.assert_array_equal(back, x)
+
+
+def test_cpu_denormalize_hand_worked_and_float_out():
+    # normalized RGB (7, 2, 0.25) with mean (1, 2, 3), std (2, 4, 8), scale 0.5 is BGR (10, 20, 30)
+    y = np.array([[[7.0]], [[2.0]], [[0.25]]], np.float32)
+    args = dict(mean=(1, 2, 3), std=(2, 4, 8), scale=0.5, swap_rb=True)
+    np.testing.assert_array_equal(cupyprep.denormalize(y, **args), np.array([[[10, 20, 30]]], np.uint8))
+    f = cupyprep.denormalize(y, **args, dtype="float32")
+    assert f.dtype == np.float32 and f.shape == (1, 1, 3)
+    np.testing.assert_array_equal(f, np.array([[[10.0, 20.0, 30.0]]], np.float32))
+    gray = cupyprep.denormalize(np.full((2, 3), 0.5, np.float32), 1.0, 2.0, scale=0.5)
+    assert gray.shape == (2, 3) and (gray == 4).all()  # (0.5 * 2 + 1) / 0.5
+    sat = cupyprep.denormalize(np.array([[[-9.0, 9.0, 0.3]]], np.float32), layout="HWC", scale=1 / 255)
+    np.testing.assert_array_equal(sat, [[[0, 255, 76]]])  # saturated; 76.5 -> 76 (half to even)
+
+
+def test_cpu_denormalize_torch():
+    torch = pytest.importorskip("torch")
+    img = photo("astronaut")[:20, :30]
+    y = cupyprep.normalize(torch.from_numpy(img), cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD, scale=1 / 255)
+    back = cupyprep.denormalize(y, cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD, scale=1 / 255)
+    assert isinstance(back, torch.Tensor)
+    np.testing.assert_array_equal(back.numpy(), img)
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, words",
+    [
+        (dict(layout="CWH"), ValueError, ["layout", "CWH"]),
+        (dict(layout="NCHW"), ValueError, ["img", "'NCHW'", "4-D"]),
+        (dict(std=(1, 0, 1)), ValueError, ["std", "non-zero"]),
+        (dict(scale=0), ValueError, ["scale", "non-zero"]),
+        (dict(mean=(1, 2)), ValueError, ["mean", "3"]),
+        (dict(dtype="int8"), ValueError, ["dtype", "int8"]),
+        (dict(img=np.zeros((5, 4, 4), np.float32)), ValueError, ["img", "1 to 4 channels", "got 5"]),
+        (dict(img=np.zeros((3, 4, 4), np.float64)), TypeError, ["img", "float64"]),
+        (dict(out=np.zeros((3, 4, 4), np.uint8)), ValueError, ["out", "shape (4, 4, 3)"]),
+    ],
+)
+def test_denormalize_bad_input(kwargs, exc, words):
+    args = dict(img=np.zeros((3, 4, 4), np.float32))
+    args.update(kwargs)
+    with pytest.raises(exc) as info:
+        cupyprep.denormalize(args.pop("img"), **args)
+    for word in words:
+        assert word in str(info.value)
+
+
+@pytest.mark.parametrize("case", DENORM_CASES)
+@pytest.mark.parametrize("out_dtype", ["uint8", "float32"])
+def test_kernel_denormalize_matches_cpu(kernels, case, out_dtype):
+    """The kernels (channel-first input read in place through strides) against the CPU
+    backend: equal bits; and a poisoned out= is fully written."""
+    rng = np.random.default_rng(3)
+    shape = (2, 3, 9, 13) if case["layout"] in ("NCHW", "CHW") else (2, 9, 13, 3)
+    y = rng.normal(0, 1.5, shape).astype(np.float32)
+    if case["layout"] in ("CHW", "HWC"):
+        y = y[0]
+    with pytest.MonkeyPatch.context() as mp:  # the CPU backend's result, outside the emulator
+        mp.setattr("cupyprep._kernels.emulating", lambda: False)
+        ref = cupyprep.denormalize(y, **case, dtype=out_dtype)
+    out = kernels.poisoned(ref.shape, out_dtype)
+    assert cupyprep.denormalize(kernels.put(y), **case, dtype=out_dtype, out=out) is out
+    np.testing.assert_array_equal(kernels.get(out), ref)
+
+
+def test_kernel_denormalize_round_trip(kernels):
+    img = photo("astronaut")[:31, :45]
+    args = dict(mean=cupyprep.IMAGENET_MEAN, std=cupyprep.IMAGENET_STD, scale=1 / 255, swap_rb=True)
+    y = cupyprep.normalize(kernels.put(img), **args)
+    np.testing.assert_array_equal(kernels.get(cupyprep.denormalize(y, **args)), img)
+    empty = kernels.put(np.zeros((0, 3, 4, 5), np.float32))
+    assert kernels.get(cupyprep.denormalize(empty, layout="NCHW")).shape == (0, 4, 5, 3)
+
+
+@pytest.mark.gpu
+def test_gpu_denormalize_torch_round_trip(torch_cuda):
+    """A torch CUDA batch through normalize (NCHW float16) and back: the frames, bit for bit."""
+    torch = torch_cuda
+    frames = np.stack([photo("astronaut")[:48, :64], photo("coffee")[:48, :64]])
+    args = dict(mean=cupyprep.IMAGENET_MEAN, std=cupyprep.IMAGENET_STD, scale=1 / 255, swap_rb=True)
+    y = cupyprep.normalize(torch.from_numpy(frames).cuda(), layout="NCHW", dtype="float16", **args)
+    back = cupyprep.denormalize(y, layout="NCHW", **args)
+    assert isinstance(back, torch.Tensor) and back.is_cuda and back.shape == (2, 48, 64, 3)
+    np.testing.assert_array_equal(back.cpu().numpy(), frames)

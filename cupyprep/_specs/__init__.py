@@ -12,12 +12,12 @@ from user strings.
 """
 from __future__ import annotations
 
-from . import (_common, boxes, color, crop, flip_pad, meta, nms, normalize, preprocess, resize,
-               roi_align, upload, warp)
+from . import (_common, boxes, color, crop, flip_pad, meta, nms, normalize, photometric,
+               preprocess, resize, roi_align, upload, warp)
 
 # op name (as warmup() takes it) -> the module holding its SPEC
 FAMILIES = {m.SPEC.name: m for m in (resize, warp, preprocess, meta, normalize, color, nms,
-                                     boxes, roi_align, upload, flip_pad, crop)}
+                                     boxes, roi_align, upload, flip_pad, crop, photometric)}
 
 
 def variants(op=None):
