@@ -6,9 +6,12 @@ computes the rest (normalization, NMS, ...). The kernels are tested against this
 from __future__ import annotations
 
 from ._cv2 import cv2_module
+from .antialias import resize_antialias
 from .color import swap_rb, to_gray
+
 from .geometry import resize
 from .normalize import normalize
 from .preprocess import preprocess
 
-__all__ = ["cv2_module", "resize", "normalize", "preprocess", "swap_rb", "to_gray"]
+__all__ = ["cv2_module", "resize", "resize_antialias", "normalize", "preprocess", "swap_rb", "to_gray",
+           ]
