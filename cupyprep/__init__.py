@@ -20,6 +20,7 @@ from .boxes import (
 from .color import swap_rb, to_gray
 from .display import show
 from .faces import ARCFACE_112, align_faces
+from .filter import box_filter, gaussian_blur
 from .interop import (
     as_array,
     from_torch,
@@ -64,6 +65,8 @@ __all__ = [
     "PreprocessMeta",
     "swap_rb",
     "to_gray",
+    "gaussian_blur",
+    "box_filter",
     "warmup",
     "to_torch",
     "from_torch",

@@ -12,12 +12,12 @@ from user strings.
 """
 from __future__ import annotations
 
-from . import (_common, boxes, color, meta, nms, normalize, preprocess, resize, resize_aa,
+from . import (_common, boxes, color, filter, meta, nms, normalize, preprocess, resize, resize_aa,
                roi_align, upload, warp)
 
 # op name (as warmup() takes it) -> the module holding its SPEC
 FAMILIES = {m.SPEC.name: m for m in (resize, resize_aa, warp, preprocess, meta, normalize, color,
-                                     nms, boxes, roi_align, upload)}
+                                     nms, boxes, roi_align, upload, filter)}
 
 
 def variants(op=None):
