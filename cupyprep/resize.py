@@ -33,8 +33,8 @@ def resize(img, size, *, interpolation="linear", layout="HWC", antialias=False, 
         -0.75). When enlarging, linear equals the plain bilinear resize in real numbers
         (the rounding of uint8 is PyTorch's); cubic keeps a = -0.5. uint8 is PyTorch's
         fixed point (int16 weights, a uint8 intermediate) and equals torchvision on the
-        CPU bit for bit; torchvision on the GPU computes uint8 in float32 and differs by
-        at most 1. The other dtypes compute in float32 (within ~1e-6 of torchvision's
+        CPU bit for bit; torchvision on the GPU computes uint8 in float32 (no clamp between
+        the passes): bilinear within 1 of it, bicubic further where a pass overshoots. The other dtypes compute in float32 (within ~1e-6 of torchvision's
         float32); uint16 rounds half to even where torchvision truncates. A size that
         does not change is a copy.
     out : array, optional

@@ -223,23 +223,34 @@ def test_kernel_preprocess_chain(kernels):
 # --- against torchvision on the GPU ---------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", list(MODES))
-def test_gpu_matches_torchvision_on_the_gpu(torch_cuda, mode):
-    """torchvision on a CUDA tensor computes uint8 in float32 and rounds: the kernels
-    (PyTorch's CPU fixed point) differ from it by at most 1. Prints the measured max and
-    mean difference."""
+def test_gpu_matches_torchvision(torch_cuda, mode):
+    """uint8: equal to torchvision on the CPU (PyTorch's fixed point). torchvision on a CUDA
+    tensor computes in float32 and rounds: bilinear differs from the kernels by at most 1;
+    bicubic more where the horizontal pass overshoots [0, 255], which PyTorch's CPU code
+    clamps in its uint8 intermediate and its GPU code does not (torchvision's own CPU / GPU
+    difference; measured on the CPU's float path: up to 23 on random images, 16 on
+    photographs, mean under 0.21). Prints the measured max and mean difference."""
     F = pytest.importorskip("torchvision.transforms.v2.functional")
     from torchvision.transforms.v2 import InterpolationMode
 
-    img = torch_cuda.from_numpy(photo()).cuda()
+    interp = InterpolationMode(MODES[mode])
+    host = photo()
+    img = torch_cuda.from_numpy(host).cuda()
     for dst in [(224, 224), (100, 333), (700, 130)]:
         ours = cupyprep.resize(img, dst, interpolation=mode, antialias=True)
-        theirs = F.resize(img.permute(2, 0, 1), list(dst), interpolation=InterpolationMode(MODES[mode]),
+        cpu_ref = torch.nn.functional.interpolate(
+            torch.from_numpy(host).permute(2, 0, 1)[None], size=list(dst), mode=MODES[mode],
+            align_corners=False, antialias=True)[0].permute(1, 2, 0)
+        np.testing.assert_array_equal(ours.cpu().numpy(), cpu_ref.numpy())
+        theirs = F.resize(img.permute(2, 0, 1), list(dst), interpolation=interp,
                           antialias=True).permute(1, 2, 0)
         diff = (ours.int() - theirs.int()).abs()
-        print(f"{mode} {dst}: uint8 max {int(diff.max())} mean {float(diff.float().mean()):.5f}")
-        assert int(diff.max()) <= 1
+        print(f"{mode} {dst}: uint8 against torchvision on the GPU: max {int(diff.max())} "
+              f"mean {float(diff.float().mean()):.5f}")
+        if mode == "linear":
+            assert int(diff.max()) <= 1
         f = img.float() / 255
         ours = cupyprep.resize(f, dst, interpolation=mode, antialias=True)
-        theirs = F.resize(f.permute(2, 0, 1), list(dst), interpolation=InterpolationMode(MODES[mode]),
+        theirs = F.resize(f.permute(2, 0, 1), list(dst), interpolation=interp,
                           antialias=True).permute(1, 2, 0)
         assert float((ours - theirs).abs().max()) <= 1e-5
