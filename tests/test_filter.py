@@ -221,8 +221,10 @@ def test_kernel_photograph(kernels):
 
 @pytest.mark.gpu
 def test_gpu_torch_and_torchvision(torch_cuda):
-    """A torch CUDA tensor in, the same out; torchvision's gaussian_blur (reflect padding,
-    float weights) within 1 of OpenCV's fixed point on uint8."""
+    """A torch CUDA tensor in, the same out, equal to OpenCV; torchvision's gaussian_blur
+    (float weights, reflect padding, rounded) differs from OpenCV's 8-bit fixed-point
+    weights by at most 255 times the weights' total quantization error, plus the rounding.
+    Prints the measured max and mean difference."""
     img = photo()
     t = torch_cuda.from_numpy(img).cuda()
     res = cupyprep.gaussian_blur(t, 5, 1.5)
@@ -230,4 +232,7 @@ def test_gpu_torch_and_torchvision(torch_cuda):
     np.testing.assert_array_equal(res.cpu().numpy(), cv2_gaussian(img, (5, 5), 1.5))
     F = pytest.importorskip("torchvision.transforms.v2.functional")
     tv = F.gaussian_blur(t.permute(2, 0, 1), [5, 5], [1.5, 1.5]).permute(1, 2, 0)
-    assert int((tv.int() - res.int()).abs().max()) <= 1
+    diff = (tv.int() - res.int()).abs()
+    print(f"gaussian_blur 5x5 against torchvision: max {int(diff.max())} mean {float(diff.float().mean()):.5f}")
+    quantization = np.abs(cpu_filter.gaussian_fixed(5, 1.5, 8) / 256 - cpu_filter.gaussian_kernel(5, 1.5)).sum()
+    assert int(diff.max()) <= int(np.ceil(255 * 2 * quantization + 1))
