@@ -6,10 +6,10 @@ import datetime
 import json
 import platform
 
-from . import _timing, boxes, color, geom, latency, p1, w1, w2, w3, w4, w5
+from . import _timing, boxes, color, filter, geom, latency, p1, w1, w2, w3, w4, w5
 
 WORKLOADS = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "P1": p1, "BOX": boxes,
-             "S": latency, "GEOM": geom, "COLOR": color}
+             "S": latency, "GEOM": geom, "COLOR": color, "FILT": filter}
 
 
 class Bench:

@@ -22,6 +22,7 @@ from .crop import crop
 from .display import show
 from .faces import ARCFACE_112, align_faces
 from .flip_pad import copy_make_border, flip, pad, rotate90
+from .filter import box_filter, gaussian_blur
 from .interop import (
     as_array,
     from_torch,
@@ -77,6 +78,8 @@ __all__ = [
     "copy_make_border",
     "crop",
     "cvt_color",
+    "gaussian_blur",
+    "box_filter",
     "warmup",
     "to_torch",
     "from_torch",

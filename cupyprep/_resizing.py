@@ -1,6 +1,7 @@
 """Resizing as ``cv2.resize`` computes it: the scale, OpenCV's choice among its three area
 algorithms and their tables, and the launch of resize.cu. Shared by :mod:`cupyprep.resize`,
-:mod:`cupyprep.preprocess` (its area factors) and :mod:`cupyprep.cv2compat`."""
+:mod:`cupyprep.preprocess` (its area factors) and :mod:`cupyprep.cv2compat`; also the
+antialiased resize of torchvision (resize_aa.cu)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +9,8 @@ import numpy as np
 from . import _arrays, _kernels, _transfers, _validate, cpu
 from ._launch import launch_3d
 from ._specs import resize as spec
+from ._specs import resize_aa as aa_spec
+from .cpu import antialias as cpu_antialias
 
 
 def resize_scale(src, dst):
@@ -101,4 +104,59 @@ def resize_images(img, size, interpolation, layout, out, scale=None):
             i64(d_n), i64(d_c if groups > 1 else 0), i64(d_y), i64(d_x), i64(d_c),
             np.float64(scale_y), np.float64(scale_x), i32(planes),
         ) + extra)
+    return native
+
+
+def resize_antialias(img, size, interpolation, layout, out):
+    """:func:`cupyprep.resize` with ``antialias=True``: torchvision's antialiased resize
+    (cupyprep/cpu/antialias.py), one launch of resize_aa.cu per axis whose size changes."""
+    call = _arrays.prepare(img, "img")
+    if not isinstance(interpolation, str) or interpolation not in aa_spec.INTERPOLATIONS:
+        raise ValueError(f"interpolation: antialias=True takes one of {list(aa_spec.INTERPOLATIONS)} "
+                         f"(torchvision's bilinear and bicubic), got {interpolation!r}")
+    dh, dw = _validate.size_hw("size", size)
+    arr = call.array
+    dtype = _validate.dtype_in("img", arr, aa_spec.DTYPES)
+    geo = _validate.image_layout("img", arr, layout)
+    if not call.device:
+        return call.result(cpu.resize_antialias(arr, (dh, dw), interpolation, geo), out)
+    with call.launch(), call.writing(out, geo.shape(dh, dw), dtype, [arr]) as (native, dst):
+        dgeo = _validate.image_layout("out", dst, layout)
+        if geo.channels_last and geo.c <= 4:
+            cn, groups = geo.c, 1
+        else:
+            cn, groups = 1, geo.c  # one group per plane
+        planes = geo.n * groups
+        passes = [axis for axis, n, d in (("x", geo.w, dw), ("y", geo.h, dh)) if n != d]
+        if not passes:  # torchvision returns the image as it is: a copy here
+            dst[...] = arr
+            return native
+        i64, i32 = np.int64, np.int32
+        s_n, s_c, s_y, s_x = geo.strides
+        src, src_st = arr, (s_n, s_c if groups > 1 else 0, s_y, s_x, s_c)
+        h, w = geo.h, geo.w
+        fixed = dtype == np.uint8
+        for k, axis in enumerate(passes):
+            first, last = k == 0, k == len(passes) - 1
+            t_in, t_out = aa_spec.pass_types(dtype, first, last)
+            n, d = (w, dw) if axis == "x" else (h, dh)
+            h, w = (h, dw) if axis == "x" else (dh, w)
+            if last:
+                d_n, d_c, d_y, d_x = dgeo.strides
+                target, dst_st = dst, (d_n, d_c if groups > 1 else 0, d_y, d_x, d_c)
+            else:  # (plane, y, x, channel), contiguous
+                target = call.xp.empty((planes, h, w, cn), t_out)
+                dst_st = (groups * h * w * cn, h * w * cn, w * cn, cn, 1)
+            start, count, weights = _transfers.device_constant(
+                call.xp, ("resize_aa", interpolation, fixed, n, d),
+                lambda n=n, d=d: cpu_antialias.axis_table(n, d, interpolation, fixed)[:3],
+                "the antialiased resize's tables", "make one call of the same sizes before the "
+                "capture (its tables then stay on the device)")
+            precision = cpu_antialias.axis_table(n, d, interpolation, fixed)[3]
+            fn = _kernels.get_function(aa_spec.FILE, aa_spec.SPEC.expr(t_in, t_out, cn, axis == "x"))
+            launch_3d(fn, planes, h, w, (
+                src, target, i32(groups), i32(h), i32(w), *(i64(v) for v in src_st),
+                *(i64(v) for v in dst_st), start, count, weights if fixed else None,
+                None if fixed else weights, i32(weights.shape[1]), i32(precision), i32(planes)))
+            src, src_st = target, dst_st
     return native

@@ -12,20 +12,23 @@ from __future__ import annotations
 import numbers
 
 from . import _arrays
+from ._resizing import resize_images
+from ._specs.warp import BORDER_MODES as _BORDER_MODES
+from ._warping import warp_images
 from .color import cvt_color as _cvt_color
 from .color import swap_rb as _swap_rb
 from .color import to_gray as _to_gray
 from .cpu import cv2_module
+from .filter import box_filter as _box_filter
+from .filter import gaussian_blur as _gaussian_blur
 from .flip_pad import flip as _flip
 from .flip_pad import pad as _pad
 from .flip_pad import rotate90 as _rotate90
-from ._resizing import resize_images
-from ._specs.warp import BORDER_MODES as _BORDER_MODES
-from ._warping import warp_images
 
 __all__ = [
     "resize", "cvtColor", "warpAffine", "warpPerspective", "flip", "rotate", "copyMakeBorder",
     "ROTATE_90_CLOCKWISE", "ROTATE_180", "ROTATE_90_COUNTERCLOCKWISE", "BORDER_ISOLATED",
+    "GaussianBlur", "blur", "boxFilter",
     "WARP_INVERSE_MAP", "BORDER_CONSTANT", "BORDER_REPLICATE", "BORDER_REFLECT",
     "BORDER_REFLECT_101", "BORDER_REFLECT101", "BORDER_DEFAULT", "BORDER_WRAP",
     "INTER_NEAREST", "INTER_LINEAR", "INTER_CUBIC", "INTER_AREA",
@@ -236,3 +239,46 @@ def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=No
     else:
         fill = scalar[:c]
     return _pad(src, (top, bottom, left, right), border_mode=_BORDER[mode], value=fill, out=dst)
+
+
+# --- smoothing filters -------------------------------------------------------------------------
+_FILTER_BORDER = {BORDER_CONSTANT: "constant", BORDER_REPLICATE: "replicate",
+                  BORDER_REFLECT: "reflect", BORDER_REFLECT_101: "reflect101"}
+
+
+def _filter_border(borderType):
+    if borderType not in _FILTER_BORDER:
+        raise ValueError(f"borderType: expected BORDER_CONSTANT, BORDER_REPLICATE, BORDER_REFLECT "
+                         f"or BORDER_REFLECT_101 (OpenCV's filters take no BORDER_WRAP), got "
+                         f"{borderType!r}")
+    return _FILTER_BORDER[borderType]
+
+
+def _filter_ksize(ksize):
+    if not isinstance(ksize, (tuple, list)) or len(ksize) != 2:
+        raise TypeError(f"ksize: expected (width, height), got {ksize!r}")
+    return (ksize[1], ksize[0])
+
+
+def GaussianBlur(src, ksize, sigmaX, dst=None, sigmaY=0, borderType=BORDER_DEFAULT):
+    """``cv2.GaussianBlur``: ``ksize`` is ``(width, height)``."""
+    return _gaussian_blur(src, _filter_ksize(ksize), sigmaX, sigmaY,
+                          border=_filter_border(borderType), out=dst)
+
+
+def boxFilter(src, ddepth, ksize, dst=None, anchor=(-1, -1), normalize=True,
+              borderType=BORDER_DEFAULT):
+    """``cv2.boxFilter`` with ``ddepth=-1`` (the source's depth): ``ksize`` is ``(width,
+    height)`` and ``anchor`` ``(x, y)``."""
+    if ddepth != -1:
+        raise ValueError(f"ddepth: expected -1 (the source's depth; other output depths are not "
+                         f"supported), got {ddepth!r}")
+    if not isinstance(anchor, (tuple, list)) or len(anchor) != 2:
+        raise TypeError(f"anchor: expected (x, y), got {anchor!r}")
+    return _box_filter(src, _filter_ksize(ksize), normalize=bool(normalize),
+                       anchor=(anchor[1], anchor[0]), border=_filter_border(borderType), out=dst)
+
+
+def blur(src, ksize, dst=None, anchor=(-1, -1), borderType=BORDER_DEFAULT):
+    """``cv2.blur``: the normalized :func:`boxFilter`."""
+    return boxFilter(src, -1, ksize, dst, anchor, True, borderType)

@@ -78,13 +78,17 @@ def _all_area_fast(sizes, plans, uniform):
     return all(_area_fast(h, w, nh, nw) for (h, w), (nh, nw) in zip(sizes, rows.tolist()))
 
 
-def _area_resized(image, plan_row):
+def _resized(image, plan_row, interpolation, antialias):
     """``image`` (NHWC or HW / HWC; None plan: an empty batch, as it is) resized to its
-    plan's (nh, nw) by OpenCV's area interpolation, on the device, as the same kind."""
+    plan's (nh, nw) on the device, as the same kind: by OpenCV's area interpolation, or
+    with ``antialias`` by torchvision's antialiased one."""
     if plan_row is None:
         return image
     layout = "NHWC" if image.ndim == 4 else "HWC"
-    return _resizing.resize_images(image, (int(plan_row[0]), int(plan_row[1])), "area", layout, None)
+    size = (int(plan_row[0]), int(plan_row[1]))
+    if antialias:
+        return _resizing.resize_antialias(image, size, interpolation, layout, None)
+    return _resizing.resize_images(image, size, "area", layout, None)
 
 
 def _gather(images):
@@ -103,7 +107,7 @@ def _gather(images):
 
 
 def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolation="linear",
-               pad_value=114, mean=None, std=None, scale=1 / 255, swap_rb=True, layout="NCHW",
+               antialias=False, pad_value=114, mean=None, std=None, scale=1 / 255, swap_rb=True, layout="NCHW",
                dtype="float32", out=None):
     """Decoded frames to a model's input batch: resize, pad or crop, channel order,
     ``(x * scale - mean) / std``, layout and dtype, in one kernel launch (with ``area`` at
@@ -134,6 +138,13 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         run on the GPU as :func:`cupyprep.resize`'s area kernel into a temporary of the
         planned size (one launch for a batch, one per image of a list), then the fused
         kernel at scale 1.
+    antialias : bool
+        ``True``: the resize is torchvision's antialiased one (:func:`cupyprep.resize` with
+        ``antialias=True``; ``interpolation`` "linear" or "cubic"), run into a temporary of
+        the planned size (one launch per axis for a batch, per image of a list), then
+        placed and normalized by the fused kernel. With ``mode="center_crop"`` this is
+        torchvision's ``Resize(resize_size, antialias=True)`` + ``CenterCrop(size)``: the
+        same pixels, bit for bit for uint8 (torchvision on the CPU).
     pad_value : float or sequence
         In input pixel units and input channel order (114 is YOLO's gray); normalized like a
         pixel.
@@ -172,6 +183,11 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         if not isinstance(resize_size, numbers.Integral) or isinstance(resize_size, bool) \
                 or resize_size <= 0:
             raise ValueError(f"resize_size: expected a positive int, got {resize_size!r}")
+    if antialias is not False and antialias is not True:
+        raise TypeError(f"antialias: expected True or False, got {antialias!r}")
+    if antialias and interpolation not in ("linear", "cubic"):
+        raise ValueError(f"interpolation: antialias=True takes 'linear' or 'cubic' (torchvision's "
+                         f"bilinear and bicubic), got {interpolation!r}")
     out_dtype = _validate.out_dtype("dtype", dtype, spec.OUT_DTYPES)
     layout = _validate.choice("layout", layout, ("NCHW", "NHWC"))
     if uniform:
@@ -211,23 +227,24 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     if not first.device:
         imgs = [arrays[i] for i in range(n)] if uniform else arrays
         res = cpu.preprocess(imgs, (H, W), plans, interpolation, pad, mean, std, scale, swap_rb,
-                             layout == "NHWC", out_dtype, c)
+                             layout == "NHWC", out_dtype, c, antialias)
         return first.result(res, out), meta
     xp = first.xp
     inputs = [arr] if uniform else arrays
     with first.launch(), first.writing(out, out_shape, out_dtype, inputs) as (native, dst):
-        if interpolation == "area" and not _all_area_fast(sizes, plans, uniform):
-            # OpenCV's weighted / upscaling area is resize()'s kernel (its tables kept per
-            # geometry); the fused kernel then places, pads and normalizes the resized pixels
-            # at scale 1, where nearest is a copy
+        if antialias or (interpolation == "area" and not _all_area_fast(sizes, plans, uniform)):
+            # OpenCV's weighted / upscaling area is resize()'s kernel, and the antialiased
+            # resize resize_aa.cu's (their tables kept per geometry); the fused kernel then
+            # places, pads and normalizes the resized pixels at scale 1, where nearest is a copy
+            resized = functools.partial(_resized, interpolation=interpolation, antialias=antialias)
             if uniform:
-                arr = _area_resized(arr, plans[0] if n else None)
+                arr = resized(arr, plans[0] if n else None)
                 geo = _validate.image_layout("images", arr, "NHWC", max_channels=4)
             else:
                 # each image as the caller gave it (a torch list's first array is a CuPy
                 # view), resized as the same kind, then read as a list's images are
                 given = images if isinstance(images, (list, tuple)) else [images]
-                arrays = [first.convert_image(_area_resized(im, p), "images")
+                arrays = [first.convert_image(resized(im, p), "images")
                           for im, p in zip(given, plans)]
                 sizes = [a.shape[:2] for a in arrays]
             interpolation = "nearest"

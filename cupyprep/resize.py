@@ -1,15 +1,16 @@
 """``resize``: ``cv2.resize`` for images and batches on the GPU."""
 from __future__ import annotations
 
-from ._resizing import resize_images
+from ._resizing import resize_antialias, resize_images
 from ._specs.resize import DTYPES as RESIZE_DTYPES
 from ._specs.resize import INTERPOLATIONS
 
 __all__ = ["resize", "INTERPOLATIONS", "RESIZE_DTYPES"]
 
 
-def resize(img, size, *, interpolation="linear", layout="HWC", out=None):
-    """Resize an image or a batch, with ``cv2.resize`` semantics.
+def resize(img, size, *, interpolation="linear", layout="HWC", antialias=False, out=None):
+    """Resize an image or a batch, with ``cv2.resize`` semantics (``antialias=True``:
+    torchvision's).
 
     Parameters
     ----------
@@ -23,6 +24,19 @@ def resize(img, size, *, interpolation="linear", layout="HWC", out=None):
     interpolation : {"nearest", "linear", "area", "cubic"}
     layout : {"HWC", "CHW", "NHWC", "NCHW"}
         Axis order of ``img``; the output has the same.
+    antialias : bool
+        ``True``: ``torchvision.transforms.v2.functional.resize(antialias=True)`` instead of
+        ``cv2.resize``, for ``interpolation`` ``"linear"`` (bilinear) or ``"cubic"``
+        (bicubic): a separable pass along x, then one along y, each output a normalized
+        weighted sum of the sources within the filter's support, widened by the scale
+        when shrinking (the triangle; Keys' cubic with a = -0.5 as PIL, not OpenCV's
+        -0.75). When enlarging, linear equals the plain bilinear resize in real numbers
+        (the rounding of uint8 is PyTorch's); cubic keeps a = -0.5. uint8 is PyTorch's
+        fixed point (int16 weights, a uint8 intermediate) and equals torchvision on the
+        CPU bit for bit; torchvision on the GPU computes uint8 in float32 (no clamp between
+        the passes): bilinear within 1 of it, bicubic further where a pass overshoots. The other dtypes compute in float32 (within ~1e-6 of torchvision's
+        float32); uint16 rounds half to even where torchvision truncates. A size that
+        does not change is a copy.
     out : array, optional
         Written in place; same kind, shape and dtype as the result. May be the input itself
         or overlap it (as OpenCV's ``dst=src``).
@@ -52,4 +66,8 @@ def resize(img, size, *, interpolation="linear", layout="HWC", out=None):
     -------
     >>> small = cupyprep.resize(frame, (224, 224))           # doctest: +SKIP
     """
+    if antialias is not False and antialias is not True:
+        raise TypeError(f"antialias: expected True or False, got {antialias!r}")
+    if antialias:
+        return resize_antialias(img, size, interpolation, layout, out)
     return resize_images(img, size, interpolation, layout, out)

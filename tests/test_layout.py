@@ -35,7 +35,7 @@ LAYERS = {
     "_loader_sources": 7, "_staging": 7,
     "resize": 8, "warp": 8, "matrices": 8, "faces": 8, "augment": 8, "color": 8,
     "normalize": 8, "preprocess": 8, "nms": 8, "boxes": 8, "roi_align": 8, "interop": 8,
-    "display": 8, "flip_pad": 8, "crop": 8, "photometric": 8,
+    "display": 8, "flip_pad": 8, "crop": 8, "photometric": 8, "filter": 8,
     "pipeline": 9, "cv2compat": 9, "geometry": 9, "detection": 9, "demo": 9,
     "testing": 10,
     "__init__": 11,

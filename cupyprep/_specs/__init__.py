@@ -12,12 +12,13 @@ from user strings.
 """
 from __future__ import annotations
 
-from . import (_common, boxes, color, crop, flip_pad, meta, nms, normalize, photometric,
-               preprocess, resize, roi_align, upload, warp)
+from . import (_common, boxes, color, crop, filter, flip_pad, meta, nms, normalize, photometric,
+               preprocess, resize, resize_aa, roi_align, upload, warp)
 
 # op name (as warmup() takes it) -> the module holding its SPEC
-FAMILIES = {m.SPEC.name: m for m in (resize, warp, preprocess, meta, normalize, color, nms,
-                                     boxes, roi_align, upload, flip_pad, crop, photometric)}
+FAMILIES = {m.SPEC.name: m for m in (resize, resize_aa, warp, preprocess, meta, normalize, color,
+                                     nms, boxes, roi_align, upload, flip_pad, crop, photometric,
+                                     filter)}
 
 
 def variants(op=None):

@@ -6,13 +6,16 @@ computes the rest (normalization, NMS, ...). The kernels are tested against this
 from __future__ import annotations
 
 from ._cv2 import cv2_module
+from .antialias import resize_antialias
 from .color import cvt_color, opencv_hsv_block, swap_rb, to_gray
 from .crop import crop
+from .filter import box_filter, gaussian_blur
 from .flip_pad import flip, pad, rotate90
 from .geometry import resize
 from .normalize import normalize
 from .photometric import color_jitter, hsv_gain
 from .preprocess import preprocess
 
-__all__ = ["cv2_module", "resize", "normalize", "preprocess", "swap_rb", "to_gray", "cvt_color",
-           "opencv_hsv_block", "hsv_gain", "color_jitter", "flip", "rotate90", "pad", "crop"]
+__all__ = ["cv2_module", "resize", "resize_antialias", "normalize", "preprocess", "swap_rb",
+           "to_gray", "cvt_color", "opencv_hsv_block", "hsv_gain", "color_jitter", "flip", "rotate90",
+           "pad", "crop", "gaussian_blur", "box_filter"]

@@ -4,22 +4,27 @@ from __future__ import annotations
 import numpy as np
 
 from ._cv2 import cv2_module
+from .antialias import resize_plane_stack
 from .geometry import _CV2_INTERPOLATION, _resize_hwc
 from .normalize import normalize
 
 
-def place(img, size, plan, interpolation, pad):
+def place(img, size, plan, interpolation, pad, antialias=False):
     """One HWC image resized to the plan's size and placed on a padded (H, W) canvas.
 
     Letterboxing is cv2.resize followed by cv2.copyMakeBorder with the split padding; a
-    crop slices the resized image.
+    crop slices the resized image. ``antialias``: torchvision's antialiased resize instead
+    of cv2.resize.
     """
     cv2 = cv2_module()
     H, W = size
     nh, nw, oy, ox = (int(v) for v in plan)
     src = img if img.ndim == 3 else img[:, :, None]
     flag = getattr(cv2, _CV2_INTERPOLATION[interpolation])
-    resized = _resize_hwc(src, (nh, nw), flag)
+    if antialias:
+        resized = resize_plane_stack(src, (nh, nw), interpolation)
+    else:
+        resized = _resize_hwc(src, (nh, nw), flag)
     # the part of the resized image that lands on the canvas
     y0, x0 = max(0, -oy), max(0, -ox)
     y1, x1 = min(nh, H - oy), min(nw, W - ox)
@@ -35,10 +40,10 @@ def place(img, size, plan, interpolation, pad):
 
 
 def preprocess(images, size, plans, interpolation, pad, mean, std, scale, swap_rb,
-               channels_last, dtype, channels):
+               channels_last, dtype, channels, antialias=False):
     H, W = size
     if len(images) == 0:
         batch = np.empty((0, H, W, channels), np.uint8)
     else:
-        batch = np.stack([place(img, size, p, interpolation, pad) for img, p in zip(images, plans)])
+        batch = np.stack([place(img, size, p, interpolation, pad, antialias) for img, p in zip(images, plans)])
     return normalize(batch, mean, std, scale, swap_rb, channels_last, dtype)
