@@ -37,7 +37,7 @@ def each_image(fn, img):
 
 def test_constants_are_opencvs():
     for name in cv2compat.__all__:
-        if name[0].isupper():
+        if not callable(getattr(cv2compat, name)):  # GaussianBlur & co. are functions
             assert getattr(cv2compat, name) == getattr(cv2, name), name
 
 
