@@ -70,10 +70,13 @@ def resize_images(img, size, interpolation, layout, out, scale=None):
         return call.result(cpu.resize(arr, (dh, dw), interpolation, geo), out)
     with call.launch(), call.writing(out, geo.shape(dh, dw), dtype, [arr]) as (native, dst):
         dgeo = _validate.image_layout("out", dst, layout)
+        pixel_cn = None
         if geo.channels_last and geo.c <= 4:
             cn, groups = geo.c, 1
         else:
             cn, groups = 1, geo.c  # one group per plane
+            if geo.channels_last:
+                pixel_cn = spec.WIDE_PIXEL_CN  # OpenCV sees the whole pixel (its 2x2 cells)
         s_n, s_c, s_y, s_x = geo.strides
         d_n, d_c, d_y, d_x = dgeo.strides
         planes = geo.n * groups
@@ -97,7 +100,9 @@ def resize_images(img, size, interpolation, layout, out, scale=None):
                 # OpenCV's inv_scale: dst / src, or cv2compat's fx / fy (as 1 / step)
                 extra = (np.float64(1.0 / scale[0] if scale else dh / geo.h),
                          np.float64(1.0 / scale[1] if scale else dw / geo.w))
-        fn = _kernels.get_function(spec.FILE, spec.SPEC.expr(kernel, dtype, cn))
+        if kernel not in spec.WIDE_PIXEL_KERNELS:
+            pixel_cn = None
+        fn = _kernels.get_function(spec.FILE, spec.SPEC.expr(kernel, dtype, cn, pixel_cn))
         launch_3d(fn, planes, dh, dw, (
             arr, dst, i32(groups), i32(geo.h), i32(geo.w), i32(dh), i32(dw),
             i64(s_n), i64(s_c if groups > 1 else 0), i64(s_y), i64(s_x), i64(s_c),

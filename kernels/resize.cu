@@ -41,8 +41,10 @@ __device__ __forceinline__ void store(T* dst, cp::i64 d_c, const T (&v)[CN]) {
 }
 
 // The kernels of the interpolations that are one per-pixel formula (sampling.cuh has them).
+// PIXEL_CN: the pixel's channel count as OpenCV sees it, where a thread takes one plane of
+// a pixel of more than 4 channels (sampling.cuh's sample_area_2x2: only 2x2 cells use it).
 #define CUPYPREP_RESIZE_KERNEL(NAME, CALL)                                                \
-    template <typename T, int CN>                                                         \
+    template <typename T, int CN, int PIXEL_CN = CN>                                      \
     __global__ void cupyprep_resize_##NAME(CUPYPREP_RESIZE_PARAMS) {                      \
         CUPYPREP_RESIZE_BEGIN                                                             \
         T v[CN];                                                                          \
@@ -56,7 +58,7 @@ CUPYPREP_RESIZE_KERNEL(nearest, (cp::sample<T, CN, cp::INTERP_NEAREST>(
                                     src + sb, s_y, s_x, s_c, sh, sw, dw, dy, dx, scale_y, scale_x, v)))
 // INTER_LINEAR (sampling.cuh: OpenCV's fixed point for uint8, its float order otherwise,
 // and its switch to the area fast path at an exact factor of 2).
-CUPYPREP_RESIZE_KERNEL(linear, (cp::sample<T, CN, cp::INTERP_LINEAR>(
+CUPYPREP_RESIZE_KERNEL(linear, (cp::sample<T, CN, cp::INTERP_LINEAR, PIXEL_CN>(
                                    src + sb, s_y, s_x, s_c, sh, sw, dw, dy, dx, scale_y, scale_x, v)))
 // INTER_CUBIC (sampling.cuh). CN is the channel count OpenCV sees (1 for planes), so the
 // destination row OpenCV splits into SIMD body and scalar tail is dw * CN long.
@@ -69,13 +71,13 @@ CUPYPREP_RESIZE_KERNEL(cubic, (cp::sample<T, CN, cp::INTERP_CUBIC>(
 // Area, fast regime: both scales within DBL_EPSILON of integers isx, isy >= 1; each output
 // is the mean of its isy x isx cell (sampling.cuh's sample_area_fast, which preprocess
 // shares).
-template <typename T, int CN>
+template <typename T, int CN, int PIXEL_CN = CN>
 __global__ void cupyprep_resize_area_fast(CUPYPREP_RESIZE_PARAMS, int isy, int isx) {
     const float inv_area = __fdiv_rn(1.f, (float)(isx * isy));
     const int whole_cells = sw / isx;
     CUPYPREP_RESIZE_BEGIN
         T v[CN];
-        cp::sample_area_fast<T, CN>(src + sb, s_y, s_x, s_c, sh, sw, dy, dx, isy, isx,
+        cp::sample_area_fast<T, CN, PIXEL_CN>(src + sb, s_y, s_x, s_c, sh, sw, dy, dx, isy, isx,
                                     whole_cells, inv_area, v);
         store<T, CN>(dst + db, d_c, v);
     CUPYPREP_RESIZE_END

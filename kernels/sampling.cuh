@@ -240,13 +240,17 @@ __device__ __forceinline__ void blend(const T* __restrict__ img, i64 s_c, const 
 }
 
 // The mean of a 2x2 cell at (2 dy, 2 dx), as OpenCV's INTER_AREA fast path computes it
-// (cv2.resize also takes this path for INTER_LINEAR at an exact factor of 2 on both axes):
-//   integers with CN != 2: (a + b + c + d + 2) >> 2 (its vector path);
-//   floats with CN 1 or 4, element e = dx * CN + c inside the vector body
+// (cv2.resize also takes this path for INTER_LINEAR at an exact factor of 2 on both axes).
+// PIXEL_CN is the channel count of the pixel OpenCV sees: CN, or for one plane of a pixel
+// of more than 4 channels any count above 4 (OpenCV picks its path by that count, not by
+// the CN a thread computes):
+//   integers with PIXEL_CN 1, 3 or 4: (a + b + c + d + 2) >> 2 (its vector path, ties up);
+//   floats with PIXEL_CN 1 or 4, element e = dx * CN + c inside the vector body
 //          (e < (row_cells * CN / 4) * 4): ((a + b) + (c + d)) * 0.25;
 //   otherwise its general loop over (a, b, c, d): uint8 an int32 sum, uint16 a float32 sum
-//          of the four, floats ((a + b) + c) + d; times 0.25, rounded to nearest.
-template <typename T, int CN>
+//          of the four, floats ((a + b) + c) + d; times 0.25, rounded to nearest (ties to
+//          even).
+template <typename T, int CN, int PIXEL_CN = CN>
 __device__ __forceinline__ void sample_area_2x2(const T* __restrict__ img, i64 s_y, i64 s_x,
                                                 i64 s_c, int dy, int dx, int row_cells,
                                                 T (&out)[CN]) {
@@ -258,14 +262,14 @@ __device__ __forceinline__ void sample_area_2x2(const T* __restrict__ img, i64 s
         const T a = p[0], b = p[s_x], d0 = p[s_y], d1 = p[s_y + s_x];
         if constexpr (is_integer<T>::value) {
             const int sum = (int)a + (int)b + (int)d0 + (int)d1;
-            if (CN != 2)
+            if (PIXEL_CN == 1 || PIXEL_CN == 3 || PIXEL_CN == 4)
                 out[c] = (T)((sum + 2) >> 2);
             else
                 out[c] = from_float<T>(__fmul_rn((float)sum, 0.25f));
         } else {
             const float fa = to_float(a), fb = to_float(b), fc = to_float(d0), fd = to_float(d1);
             float sum;
-            if ((CN == 1 || CN == 4) && (i64)dx * CN + c < body_end)
+            if ((PIXEL_CN == 1 || PIXEL_CN == 4) && (i64)dx * CN + c < body_end)
                 sum = __fadd_rn(__fadd_rn(fa, fb), __fadd_rn(fc, fd));
             else
                 sum = __fadd_rn(__fadd_rn(__fadd_rn(fa, fb), fc), fd);
@@ -303,13 +307,13 @@ __device__ __forceinline__ void sample_area_partial(const T* __restrict__ img, i
 // cv2.resize runs INTER_LINEAR at an exact factor of 2 on both axes as INTER_AREA's cell
 // mean (|scale - 2| < DBL_EPSILON, that is scale == 2 exactly); sizes from cv2compat's
 // fx = fy = 0.5 can leave a last row / column of cut cells.
-template <typename T, int CN>
+template <typename T, int CN, int PIXEL_CN = CN>
 __device__ __forceinline__ void sample_linear_2x(const T* __restrict__ img, i64 s_y, i64 s_x,
                                                  i64 s_c, int sh, int sw, int dy, int dx,
                                                  T (&out)[CN]) {
     const int row_cells = 2 * dy + 2 <= sh ? sw / 2 : 0;
     if (dx < row_cells)
-        sample_area_2x2<T, CN>(img, s_y, s_x, s_c, dy, dx, row_cells, out);
+        sample_area_2x2<T, CN, PIXEL_CN>(img, s_y, s_x, s_c, dy, dx, row_cells, out);
     else
         sample_area_partial<T, CN>(img, s_y, s_x, s_c, sh, sw, 2 * dy, 2 * dx, 2, 2, out);
 }
@@ -317,8 +321,8 @@ __device__ __forceinline__ void sample_linear_2x(const T* __restrict__ img, i64 
 // INTER_AREA, fast regime: both scales within DBL_EPSILON of integers isx, isy >= 1.
 // Destination pixel (dy, dx) is the mean of its isy x isx cell, summed in OpenCV's order
 // (row by row):
-//   integers 2x2 with CN != 2: (a + b + c + d + 2) >> 2 (OpenCV's vector path; 2-channel
-//          images take the general path, which rounds ties to even instead);
+//   integers 2x2 with PIXEL_CN 1, 3 or 4: (a + b + c + d + 2) >> 2 (OpenCV's vector path;
+//          2-channel and wider pixels take the general path, which rounds ties to even);
 //   uint8: exact int32 sum, then rint(float(sum) * inv_area); uint16 the same, but
 //          summed in float32 four elements at a time (OpenCV's accumulator type for it);
 //   floats: sum = sum + (((t0 + t1) + t2) + t3) per four, then one at a time, times
@@ -327,13 +331,13 @@ __device__ __forceinline__ void sample_linear_2x(const T* __restrict__ img, i64 
 // Cells cut by the image's edge (sizes from cv2compat's fx / fy only) average what they
 // have: float(sum) / count. The caller works out, once, whole_cells = sw / isx and
 // inv_area = 1 / (isx * isy) rounded to float.
-template <typename T, int CN>
+template <typename T, int CN, int PIXEL_CN = CN>
 __device__ __forceinline__ void sample_area_fast(const T* __restrict__ img, i64 s_y, i64 s_x,
                                                  i64 s_c, int sh, int sw, int dy, int dx,
                                                  int isy, int isx, int whole_cells,
                                                  float inv_area, T (&out)[CN]) {
     if (isx == 2 && isy == 2) {
-        sample_linear_2x<T, CN>(img, s_y, s_x, s_c, sh, sw, dy, dx, out);
+        sample_linear_2x<T, CN, PIXEL_CN>(img, s_y, s_x, s_c, sh, sw, dy, dx, out);
         return;
     }
     const int sy0 = dy * isy, sx0 = dx * isx;
@@ -454,13 +458,14 @@ __device__ __forceinline__ void window8(const unsigned* words, unsigned off, uns
     window_bytes(w, off, lo, hi);
 }
 
-// One destination pixel (dy, dx) of a dh x dw resize (dh is not needed).
-template <typename T, int CN, int INTERP>
+// One destination pixel (dy, dx) of a dh x dw resize (dh is not needed); PIXEL_CN as in
+// sample_area_2x2.
+template <typename T, int CN, int INTERP, int PIXEL_CN = CN>
 __device__ __forceinline__ void sample(const T* __restrict__ img, i64 s_y, i64 s_x, i64 s_c,
                                        int sh, int sw, int dw, int dy, int dx, double scale_y,
                                        double scale_x, T (&out)[CN]) {
     if (INTERP == INTERP_LINEAR && scale_y == 2.0 && scale_x == 2.0) {
-        sample_linear_2x<T, CN>(img, s_y, s_x, s_c, sh, sw, dy, dx, out);
+        sample_linear_2x<T, CN, PIXEL_CN>(img, s_y, s_x, s_c, sh, sw, dy, dx, out);
         return;
     }
     const Taps tx = x_taps<T, CN, INTERP>(dx, scale_x, sw, s_x, dw);

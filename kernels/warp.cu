@@ -30,8 +30,8 @@
 // "nearest", "linear": OpenCV's float warp kernels (warp_common.cuh).
 //
 // "cubic": the float coordinates of nearest and linear, the SIMD body's formula for every x
-// (OpenCV's cubic warp has no scalar tail; body_end is not read), Keys' weights
-// (A = -0.75) at the exact fraction.
+// (OpenCV's cubic warp has no scalar tail; body_end is not read), except that a perspective
+// divides unrounded X and W (cubic_coords); Keys' weights (A = -0.75) at the exact fraction.
 //
 // "nearest_fixed", "linear_fixed" (OpenCV's older remap path, which it keeps for 2
 // channels): coordinates in double, quantized to 1/32 pixel
@@ -368,8 +368,30 @@ __device__ __noinline__ CubicSums<CN> cubic_border_sum(const Item<T>& it, int ix
     return acc;
 }
 
-// Cubic: OpenCV 5 samples Keys' kernel at the unquantized float32 coordinate (its float
-// warp coordinates, as nearest / linear); taps outside follow the border, and with a
+// Cubic's source coordinates. Affine: the float warp coordinates of nearest / linear (SIMD
+// body). Perspective: OpenCV 5's cubic warp does not round X and W to float32 before the
+// division: from the float32 matrix and float32 row terms r = y * M1 + M2 (as nearest /
+// linear), X = M0 * x + r and W alike are exact enough, and X / W is rounded once to
+// float32 (here in double: an fma and a division). Rounding X and W first moved the
+// coordinate by up to 3 ulps, 2e-4 pixel near x = 1000: 0.02 on an edge of 255 per pixel.
+template <bool PERSPECTIVE>
+__device__ __forceinline__ void cubic_coords(const float (&m)[9], int x, int y, float& sx,
+                                             float& sy) {
+    if constexpr (!PERSPECTIVE) {
+        float_coords<false>(m, x, y, true, sx, sy);
+    } else {
+        const float fy = (float)y;
+        const double dx = (double)x;
+        const double X = __fma_rn((double)m[0], dx, (double)__fadd_rn(__fmul_rn(fy, m[1]), m[2]));
+        const double Y = __fma_rn((double)m[3], dx, (double)__fadd_rn(__fmul_rn(fy, m[4]), m[5]));
+        const double W = __fma_rn((double)m[6], dx, (double)__fadd_rn(__fmul_rn(fy, m[7]), m[8]));
+        sx = __double2float_rn(__ddiv_rn(X, W));
+        sy = __double2float_rn(__ddiv_rn(Y, W));
+    }
+}
+
+// Cubic: OpenCV 5 samples Keys' kernel at the unquantized float32 coordinate
+// (cubic_coords); taps outside follow the border, and with a
 // constant border a pixel whose 4x4 window lies wholly outside is the border value. The
 // products are summed as cubic_sum does (OpenCV's own summation order is not reproduced:
 // results agree within float32 rounding, 1 for integer types). A window wholly inside the
@@ -379,7 +401,7 @@ __device__ __forceinline__ void warp_cubic(const Item<T>& it, int x, int y, int 
                                            const float (&bval)[4], const T (&border_fill)[CN],
                                            int body_end, T (&v)[CN]) {
     float sx, sy;
-    float_coords<PERSPECTIVE>(it.mf, x, y, true, sx, sy);
+    cubic_coords<PERSPECTIVE>(it.mf, x, y, sx, sy);
     // OpenCV 5's cubic warp clamps each source coordinate to [-m, 2m], m = max(side, 16),
     // before taking taps (seen with cv2.warpAffine: far outside, every pixel equals the
     // one at the clamp; it matters only for the periodic borders)

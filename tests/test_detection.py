@@ -1339,3 +1339,78 @@ def test_carve_on_the_callers_allocator(kind):
             assert (ids == 3).all()  # the value _check_carve wrote through the cupy view
         else:
             assert ids.data.ptr == carve.view("ids").data.ptr
+
+
+# --- the CPU nms's two phases (cupyprep/cpu/detection.py) -------------------------------------
+def all_pairs_nms(boxes, scores, threshold, classes=None):
+    """The rule without shortcuts, vectorised: each kept box against every later box."""
+    order = cpu.descending_order(scores)
+    b = np.asarray(boxes)[order]
+    half = b.dtype == np.float16
+    cls = None if classes is None else np.asarray(classes)[order]
+    suppressed = np.zeros(len(b), bool)
+    keep = []
+    for i in range(len(b)):
+        if suppressed[i]:
+            continue
+        keep.append(i)
+        over = cpu.iou_over(b[i], b[i + 1:], threshold, half)
+        if cls is not None:
+            over &= cls[i + 1:] == cls[i]
+        suppressed[i + 1:] |= over
+    return order[np.asarray(keep, np.int64)]
+
+
+def scenes(rng, n):
+    """Spread boxes (most kept), detector-like clusters (most suppressed), one crowd, and
+    degenerate / NaN / infinite boxes among them."""
+    c = rng.uniform(0, 1000, (n, 2))
+    s = rng.uniform(10, 110, (n, 2))
+    spread = np.concatenate([c - s / 2, c + s / 2], axis=1)
+    centers = rng.uniform(100, 900, (n // 30 + 1, 2))[rng.integers(0, n // 30 + 1, n)]
+    sides = rng.uniform(40, 80, (n, 2))
+    jitter = rng.normal(0, 6, (n, 4))
+    clusters = np.concatenate([centers - sides / 2, centers + sides / 2], axis=1) + jitter
+    crowd = np.concatenate([rng.uniform(0, 20, (n, 2)), rng.uniform(30, 60, (n, 2))], axis=1)
+    odd = spread.copy()
+    odd[::37, 2] = odd[::37, 0]  # zero width
+    odd[5::41, 1] = np.nan
+    odd[7::43, 3] = np.inf
+    return {"spread": spread, "clusters": clusters, "crowd": crowd, "odd": odd}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_cpu_nms_phases_match_all_pairs(dtype):
+    rng = np.random.default_rng(7)
+    n = 1500
+    for name, boxes in scenes(rng, n).items():
+        boxes = boxes.astype(dtype)
+        scores = rng.uniform(0, 1, n).astype(np.float32)
+        classes = rng.integers(0, 3, n)
+        for thr in (0.0, 0.3, 0.5, 0.9, -0.1, float("nan")):
+            np.testing.assert_array_equal(det.nms(boxes, scores, thr), all_pairs_nms(boxes, scores, thr),
+                                          err_msg=f"{name} {thr}")
+        np.testing.assert_array_equal(det.batched_nms(boxes, scores, classes, 0.5),
+                                      all_pairs_nms(boxes, scores, 0.5, classes), err_msg=name)
+
+
+def test_cpu_nms_compares_boxes_still_in_play(monkeypatch):
+    """20000 spread boxes (10069 kept): IoU is computed for a few hundred pairs a box, not
+    for every kept box against every later one (10^8 pairs, seconds)."""
+    rng = np.random.default_rng(0)
+    c = rng.uniform(0, 1000, (20000, 2))
+    s = rng.uniform(10, 110, (20000, 2))
+    boxes = np.concatenate([c - s / 2, c + s / 2], axis=1).astype(np.float32)
+    scores = rng.uniform(0, 1, 20000).astype(np.float32)
+    compared = []
+    over = cpu._over
+
+    def counting(a, b, threshold, half):
+        res = over(a, b, threshold, half)
+        compared.append(np.size(res))
+        return res
+
+    monkeypatch.setattr(cpu, "_over", counting)
+    keep = det.nms(boxes, scores, 0.5)
+    assert len(keep) == 10069
+    assert sum(compared) < 500 * len(boxes), sum(compared)

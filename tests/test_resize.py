@@ -73,9 +73,9 @@ def test_cpu_layouts(mode):
 def test_cpu_many_channels_and_empty_batch():
     rng = np.random.default_rng(2)
     img = random_image(rng, (10, 12, 7), np.float32)
-    res = cupyprep.resize(img, (5, 6))
+    res = cupyprep.resize(img, (4, 7))  # not 2x2 cells (test_cpu_many_channels_cell_means_match_cv2)
     for c in range(7):
-        np.testing.assert_array_equal(res[:, :, c], cv2_resize(img[:, :, c], (5, 6), "linear"))
+        np.testing.assert_array_equal(res[:, :, c], cv2_resize(img[:, :, c], (4, 7), "linear"))
     empty = np.zeros((0, 10, 12, 3), np.uint8)
     out = cupyprep.resize(empty, (5, 6))
     assert out.shape == (0, 5, 6, 3) and out.dtype == np.uint8
@@ -336,6 +336,43 @@ def test_kernel_area_integer_factors(kernels, dtype, channels):
             img[...] = rng.integers(65000, 65536, img.shape)
         # uint8 cells are summed in int32 and multiplied once: no float order to differ in
         check_kernel(kernels, img, dst, "area", exact=dtype == np.uint8)
+
+
+# Whole-cell means of pixels of more than 4 channels: OpenCV's integer 2x2 vector path (ties
+# rounded up) takes only 1, 3 or 4 channels, its float one 1 or 4; wider pixels take its general
+# loop, which sums in order and rounds ties to even, plane by plane or not. Factors 2x2 (area,
+# and linear at exactly 2x, which cv2.resize runs as area), 3x3 and 3x2.
+WIDE_CELL_CASES = [((10, 14), (5, 7), "area"), ((10, 14), (5, 7), "linear"), ((15, 21), (5, 7), "area"),
+                   ((10, 21), (5, 7), "area")]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32])
+@pytest.mark.parametrize("channels", [5, 6, 7, 8])
+def test_cpu_many_channels_cell_means_match_cv2(dtype, channels):
+    rng = np.random.default_rng(30 + channels)
+    for src, dst, mode in WIDE_CELL_CASES:
+        img = random_image(rng, src + (channels,), dtype)  # a quarter of 2x2 sums tie
+        with ipp(False):
+            ref = cv2.resize(img, dst[::-1], interpolation=FLAGS[mode])
+        np.testing.assert_array_equal(cupyprep.resize(img, dst, interpolation=mode), ref,
+                                      err_msg=f"{src} -> {dst} {mode}")
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32])
+@pytest.mark.parametrize("channels", [5, 6, 7, 8])
+def test_kernel_many_channels_cell_means_match_cv2(kernels, dtype, channels):
+    """cv2.resize itself on the whole image, not plane by plane: integers bit for bit."""
+    rng = np.random.default_rng(30 + channels)
+    for src, dst, mode in WIDE_CELL_CASES:
+        img = random_image(rng, src + (channels,), dtype)  # a quarter of 2x2 sums tie
+        with ipp(False):
+            ref = cv2.resize(img, dst[::-1], interpolation=FLAGS[mode])
+        out = kernels.poisoned(ref.shape, img.dtype)
+        got = kernels.get(cupyprep.resize(kernels.put(img), dst, interpolation=mode, out=out))
+        if dtype == np.float32:
+            assert_matches_opencv(got, ref, mode)
+        else:
+            np.testing.assert_array_equal(got, ref, err_msg=f"{src} -> {dst} {mode}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -496,6 +496,32 @@ def test_kernel_cubic_coordinates_past_the_simd_body(kernels, dtype):
         assert_matches_opencv(got, ref, "cubic", dtype)
 
 
+# Destination corners of OpenCV's own strict warpPerspective test (test_imgwarp_strict.cpp: a
+# 1023 x 3 float32 source of 0 / 255 grid lines, its corners mapped to random points inside it,
+# a 309 x 2 output, replicate border), drawn as that test draws them; each one moved cubic
+# results by 0.02-0.04 while the coordinates were rounded to float32 before the division.
+STRICT_GRID_CORNERS = [
+    [[347.3665, 2.788153], [940.0089, 0.9730256], [728.7759, 0.9598831], [340.7864, 0.08917409]],
+    [[191.8292, 2.438489], [388.5363, 0.2548878], [674.5642, 2.592238], [934.3920, 2.373977]],
+    [[694.5049, 1.190528], [223.0310, 0.9776586], [678.9171, 0.7394509], [214.6479, 2.325343]],
+]
+
+
+def test_kernel_cubic_perspective_strict_grid_lines(kernels):
+    """OpenCV's cubic perspective warp takes each source coordinate as X / W with X and W
+    unrounded (float32 matrix, float32 row terms, the column term and the division exact
+    enough to round once): with the grid lines' slope of 255 a pixel, one float32 ulp of a
+    coordinate near 1000 (6e-5) moved the result by 0.02, 2000 times the float32 bound."""
+    img = np.full((3, 1023), 255, np.float32)
+    img[:, 10::10] = 0
+    w, h = 1023.0, 3.0
+    corners = np.float32([[0, 0], [w, 0], [0, h], [w, h]])
+    for dst in STRICT_GRID_CORNERS:
+        H = cv2.getPerspectiveTransform(corners, np.float32(dst))
+        got, ref = run_kernel(kernels, img, H, (2, 309), "cubic", "replicate", perspective=True)
+        assert_matches_opencv(got, ref, "cubic", np.float32)
+
+
 @pytest.mark.parametrize("border", ["reflect", "reflect101", "wrap"])
 def test_kernel_cubic_far_outside(kernels, border):
     """OpenCV 5's cubic warp clamps source coordinates to [-m, 2m] per axis, m = max(side,

@@ -9,6 +9,14 @@ _CV2_INTERPOLATION = {"nearest": "INTER_NEAREST", "linear": "INTER_LINEAR",
                       "area": "INTER_AREA", "cubic": "INTER_CUBIC"}
 
 
+def _two_by_two_cells(src_hw, dst_hw, flag):
+    """Whether cv2.resize averages 2x2 cells: INTER_AREA or INTER_LINEAR with a step of
+    exactly 2 on both axes (OpenCV's step: 1 / (dst / src) in double)."""
+    cv2 = cv2_module()
+    steps = [1.0 / (d / s) for s, d in zip(src_hw, dst_hw)]
+    return flag in (cv2.INTER_AREA, cv2.INTER_LINEAR) and steps == [2.0, 2.0]
+
+
 def _resize_hwc(img, size, flag):
     cv2 = cv2_module()
     h, w = size
@@ -16,8 +24,10 @@ def _resize_hwc(img, size, flag):
     if img.dtype == np.float16:
         # OpenCV has no float16 resize: compute in float32 and round once, as the kernels do
         src = img.astype(np.float32)
-    if src.ndim == 3 and src.shape[2] > 4:
-        # keep every call within the channel counts all OpenCV interpolations take
+    if src.ndim == 3 and src.shape[2] > 4 and not _two_by_two_cells(src.shape[:2], size, flag):
+        # keep every call within the channel counts all OpenCV interpolations take (its
+        # weighted area asserts more than 4); 2x2 cell means round by the pixel's channel
+        # count (ties to even above 4, up for one plane), so those take the whole image
         planes = [_resize_hwc(src[:, :, c], size, flag) for c in range(src.shape[2])]
         res = np.stack(planes, axis=2)
     else:
