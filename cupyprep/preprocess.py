@@ -181,7 +181,8 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         c, n = geo.c, geo.n
         sizes = [(geo.h, geo.w)] * n
     else:
-        in_dtype = _validate.dtype_in("images[0]", arrays[0], spec.IN_DTYPES)
+        given_list = isinstance(images, (list, tuple))
+        in_dtype = _validate.dtype_in("images[0]" if given_list else "images", arrays[0], spec.IN_DTYPES)
         # an HW image and an HxWx1 one may share a batch: the output has channels anyway
         c = _validate.list_images("images", arrays, same_ndim=False)
         n = len(arrays)

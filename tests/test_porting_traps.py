@@ -103,3 +103,51 @@ def test_without_ipp_is_per_thread(ipp_restored):
         seen.wait(10)
     t.join()
     assert other == [True] and cv2.ipp.useIPP()
+
+
+# --- 2. errors name the type the user passed ---------------------------------------------------
+def _torch_cases(torch, device):
+    def t(shape, dtype):
+        return torch.zeros(shape, dtype=dtype, device=device)
+
+    return [
+        (lambda: cupyprep.preprocess(t((20, 30, 3), torch.int32), (16, 16)), TypeError,
+         "images", "torch.int32"),
+        (lambda: cupyprep.preprocess([t((20, 30, 3), torch.uint8), t((20, 30, 3), torch.float32)],
+                                     (16, 16)), TypeError, "images[1]", "torch.float32"),
+        (lambda: cupyprep.resize(t((20, 30, 3), torch.int32), (16, 16)), TypeError, "img",
+         "torch.int32"),
+        (lambda: cupyprep.normalize(t((20, 30, 3), torch.float64)), TypeError, "img", "torch.float64"),
+        (lambda: cupyprep.normalize(t((2, 20, 30, 7), torch.uint8)), ValueError, "img", "torch.uint8"),
+        (lambda: cupyprep.nms(t((3, 5), torch.float32), t((3,), torch.float32), 0.5), ValueError,
+         "boxes", "torch.float32"),
+        (lambda: cupyprep.nms(t((3, 4), torch.float32), t((4,), torch.float32), 0.5), ValueError,
+         "scores", "torch.float32"),
+        (lambda: cupyprep.decode_yolo(t((1, 10, 7), torch.float64)), TypeError, "pred", "torch.float64"),
+    ]
+
+
+def _check_named(call, exc, arg, dtype, device):
+    with pytest.raises(exc) as info:
+        call()
+    msg = str(info.value)
+    assert msg.startswith(arg + ":"), msg
+    assert "torch.Tensor" in msg and dtype in msg and f"on {device}" in msg, msg
+    assert "numpy.ndarray" not in msg and "cupy.ndarray" not in msg, msg
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_errors_name_torch_tensors(case):
+    torch = pytest.importorskip("torch")
+    _check_named(*_torch_cases(torch, "cpu")[case], "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", range(8))
+def test_errors_name_torch_cuda_tensors(torch_cuda, case):
+    _check_named(*_torch_cases(torch_cuda, "cuda:0")[case], "cuda:0")
+
+
+def test_errors_still_name_numpy_arrays():
+    with pytest.raises(TypeError, match=r"got numpy.ndarray of shape \(20, 30, 3\) and dtype int32"):
+        cupyprep.preprocess(np.zeros((20, 30, 3), np.int32), (16, 16))
