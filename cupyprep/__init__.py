@@ -5,7 +5,7 @@ kind out (PyTorch CUDA tensors without a copy). NumPy inputs run on the CPU back
 (OpenCV), with the same semantics.
 """
 from . import detection, geometry  # noqa: F401  (the earlier module paths, still importable)
-from ._kernels import KernelCompileError, warmup
+from ._kernels import GPUUnavailableError, KernelCompileError, warmup
 from .augment import random_affine
 from .boxes import (
     box_convert,
@@ -88,6 +88,7 @@ __all__ = [
     "encode_boxes",
     "decode_yolo",
     "KernelCompileError",
+    "GPUUnavailableError",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "__version__",

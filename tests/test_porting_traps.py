@@ -151,3 +151,47 @@ def test_errors_name_torch_cuda_tensors(torch_cuda, case):
 def test_errors_still_name_numpy_arrays():
     with pytest.raises(TypeError, match=r"got numpy.ndarray of shape \(20, 30, 3\) and dtype int32"):
         cupyprep.preprocess(np.zeros((20, 30, 3), np.int32), (16, 16))
+
+
+# --- 3. warmup() without a GPU says so ----------------------------------------------------------
+def _warmup_error():
+    with pytest.raises(cupyprep.GPUUnavailableError) as info:
+        cupyprep.warmup("color")
+    return str(info.value)
+
+
+def test_warmup_without_cupy_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "cupy", None)  # import cupy fails
+    msg = _warmup_error()
+    assert "needs a GPU" in msg and "CuPy is not installed" in msg, msg
+    assert 'pip install "cupyprep[cuda13]"' in msg and '"cupyprep[cuda12]"' in msg, msg
+
+
+def test_warmup_without_a_device_says_so(monkeypatch):
+    cupy = pytest.importorskip("cupy")
+
+    def no_device():
+        raise cupy.cuda.runtime.CUDARuntimeError(100)  # cudaErrorNoDevice
+
+    monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", no_device)
+    msg = _warmup_error()
+    assert "needs a GPU: no CUDA device can be used" in msg and "cudaErrorNoDevice" in msg, msg
+    assert 'pip install "cupyprep[cuda13]"' in msg, msg
+    monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", lambda: 0)
+    assert "CUDA reports no device" in _warmup_error()
+
+
+def test_warmup_on_this_machine_without_a_gpu():
+    from conftest import cuda_available
+
+    if cuda_available():
+        pytest.skip("a CUDA device is present (test_kernels_compile warms up on it)")
+    assert "needs a GPU" in _warmup_error()
+
+
+def test_warmup_under_the_emulator_needs_no_gpu(monkeypatch):
+    from cupyprep.testing import emulate
+
+    monkeypatch.setitem(__import__("sys").modules, "cupy", None)
+    with emulate():
+        assert cupyprep.warmup("color") > 0
