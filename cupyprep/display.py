@@ -99,11 +99,16 @@ def show(batch, boxes=None, *, mean=None, std=None, scale=1 / 255, layout="NCHW"
         x = x[None]
     if x.ndim != 4:
         raise ValueError(f"batch: expected a 4-d batch or a 3-d image, got {_arrays.describe(batch)}")
+    axis, other, other_axis = (1, "NHWC", 3) if layout == "NCHW" else (3, "NCHW", 1)
+    if x.shape[axis] not in (1, 3, 4):
+        hint = ""
+        if x.shape[other_axis] in (1, 3, 4):  # the axis order of the other layout
+            hint = f": a batch laid out {other}? pass layout={other!r}"
+        raise ValueError(f"batch: expected 1, 3 or 4 channels on axis {axis} (layout={layout!r}), "
+                         f"got {x.shape[axis]} ({_arrays.describe(batch)}){hint}")
     if layout == "NCHW":
         x = x.transpose(0, 2, 3, 1)
     c = x.shape[3]
-    if c not in (1, 3, 4):
-        raise ValueError(f"batch: expected 1, 3 or 4 channels, got {_arrays.describe(batch)}")
     if std is not None:
         x = x * np.broadcast_to(np.asarray(std, np.float64), (c,))
     if mean is not None:

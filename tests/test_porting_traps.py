@@ -195,3 +195,20 @@ def test_warmup_under_the_emulator_needs_no_gpu(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "cupy", None)
     with emulate():
         assert cupyprep.warmup("color") > 0
+
+
+# --- 6. show() of an NHWC batch points to layout="NHWC" -----------------------------------------
+def test_show_points_to_the_layout():
+    nhwc = np.zeros((2, 16, 20, 3), np.float32)
+    with pytest.raises(ValueError) as info:
+        cupyprep.show(nhwc)
+    msg = str(info.value)
+    assert "layout='NHWC'" in msg and "axis 1" in msg and "got 16" in msg, msg
+    assert cupyprep.show(nhwc, layout="NHWC").array.shape == (16, 2 * 20 + 4, 3)
+    with pytest.raises(ValueError, match="pass layout='NCHW'"):
+        cupyprep.show(nhwc.transpose(0, 3, 1, 2), layout="NHWC")
+    with pytest.raises(ValueError, match="pass layout='NHWC'"):
+        cupyprep.show(nhwc[0])  # one HWC image
+    with pytest.raises(ValueError) as info:  # neither order fits: no hint
+        cupyprep.show(np.zeros((2, 5, 6, 7), np.float32))
+    assert "pass layout" not in str(info.value)
