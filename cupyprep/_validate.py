@@ -18,6 +18,7 @@ __all__ = [
     "per_channel",
     "number",
     "positive_int",
+    "iou_threshold",
     "ImageGeometry",
 ]
 
@@ -76,6 +77,17 @@ def number(name, value):
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
         raise TypeError(f"{name}: expected a number, got {value!r}")
     return float(value)
+
+
+def iou_threshold(name, value):
+    """An NMS IoU threshold as a float: any number but NaN (under which ``IoU > threshold``
+    would never hold, silently keeping every box). Values outside [0, 1] are accepted, as
+    torchvision accepts them: >= 1 suppresses nothing, < 0 every box after the first
+    (their IoU, 0 or more, is above it)."""
+    thr = number(name, value)
+    if thr != thr:
+        raise ValueError(f"{name}: expected a number (IoU, usually in [0, 1]), got NaN")
+    return thr
 
 
 def list_images(name, arrays, same_ndim=True):

@@ -212,3 +212,97 @@ def test_show_points_to_the_layout():
     with pytest.raises(ValueError) as info:  # neither order fits: no hint
         cupyprep.show(np.zeros((2, 5, 6, 7), np.float32))
     assert "pass layout" not in str(info.value)
+
+
+# --- 7. roi_align with NHWC features; nms thresholds ----------------------------------------------
+def _roi_case():
+    rng = np.random.default_rng(8)
+    feat = rng.standard_normal((2, 5, 13, 17)).astype(np.float32)
+    xy = rng.uniform(-3, 50, (9, 2))
+    wh = rng.uniform(0.5, 30, (9, 2))
+    rois = np.concatenate([rng.integers(0, 2, (9, 1)), xy, xy + wh], 1).astype(np.float32)
+    return feat, rois
+
+
+def test_cpu_roi_align_nhwc():
+    feat, rois = _roi_case()
+    ref = cupyprep.roi_align(feat, rois, (3, 4), 0.25, 2, aligned=True)
+    nhwc = np.ascontiguousarray(feat.transpose(0, 2, 3, 1))
+    got = cupyprep.roi_align(nhwc, rois, (3, 4), 0.25, 2, aligned=True, layout="NHWC")
+    assert got.shape == (9, 3, 4, 5) and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, ref.transpose(0, 2, 3, 1))
+    with pytest.raises(ValueError, match=r"features: expected an \(N, H, W, C\) array \(layout='NHWC'\)"):
+        cupyprep.roi_align(nhwc[0], rois, 2, layout="NHWC")
+    with pytest.raises(ValueError, match="layout: expected one of"):
+        cupyprep.roi_align(nhwc, rois, 2, layout="HWC")
+
+
+def test_kernel_roi_align_nhwc(kernels, poisoned_outputs):
+    feat, rois = _roi_case()
+    ref = cupyprep.cpu.detection.roi_align(feat, rois, (3, 4), 0.25, 2, True).transpose(0, 2, 3, 1)
+    nhwc = feat.transpose(0, 2, 3, 1)
+    for features in (np.ascontiguousarray(nhwc), nhwc):  # dense and a strided view
+        got = cupyprep.roi_align(kernels.put(features), kernels.put(rois), (3, 4), 0.25, 2, aligned=True,
+                                 layout="NHWC")
+        assert got.shape == (9, 3, 4, 5)
+        np.testing.assert_array_equal(kernels.get(got), ref)
+
+
+def _nms_case():
+    rng = np.random.default_rng(3)
+    c = rng.uniform(0, 60, (40, 2))
+    s = rng.uniform(5, 25, (40, 2))
+    boxes = np.concatenate([c - s / 2, c + s / 2], 1).astype(np.float32)
+    scores = ((rng.permutation(40) + 1) / 41).astype(np.float32)
+    return boxes, scores, (np.arange(40) % 3).astype(np.int64)
+
+
+@pytest.mark.parametrize("call", ["nms", "batched_nms", "multiclass_nms"])
+def test_nms_nan_threshold_raises(call):
+    boxes, scores, idxs = _nms_case()
+    fn = {"nms": lambda t: cupyprep.nms(boxes, scores, t),
+          "batched_nms": lambda t: cupyprep.batched_nms(boxes, scores, idxs, t),
+          "multiclass_nms": lambda t: cupyprep.multiclass_nms(boxes, scores, iou_threshold=t)}[call]
+    for nan in (float("nan"), np.float32("nan")):
+        with pytest.raises(ValueError, match="iou_threshold: expected a number .* got NaN"):
+            fn(nan)
+
+
+def _outside(side, boxes, scores, idxs):
+    """nms / batched_nms / multiclass_nms at thresholds outside [0, 1], on ``side``."""
+    put = side.put if side else np.asarray
+    get = side.get if side else np.asarray
+    b, s, i = put(boxes), put(scores), put(idxs)
+    out = {}
+    for thr in (1.0, 1.5, np.inf, -0.5, -np.inf):
+        det = cupyprep.multiclass_nms(b, put(np.eye(3, dtype=np.float32)[idxs] * scores[:, None]),
+                                      iou_threshold=thr, score_threshold=0.0, max_detections=40)
+        out[thr] = (get(cupyprep.nms(b, s, thr)), get(cupyprep.batched_nms(b, s, i, thr)),
+                    int(get(det.counts)[0]), get(det.indices)[0])
+    return out
+
+
+def test_cpu_nms_thresholds_outside_unit_interval():
+    """As torchvision: IoU > threshold suppresses, whatever the threshold; at 1 or above
+    nothing, below 0 everything but the best box of each category."""
+    boxes, scores, idxs = _nms_case()
+    order = np.argsort(-scores, kind="stable")
+    best = [int(order[idxs[order] == c][0]) for c in range(3)]
+    for thr, (keep, kept_b, count, kept_m) in _outside(None, boxes, scores, idxs).items():
+        if thr >= 1:
+            np.testing.assert_array_equal(keep, order)
+            np.testing.assert_array_equal(kept_b, order)
+            assert count == 40
+        else:
+            np.testing.assert_array_equal(keep, order[:1])
+            np.testing.assert_array_equal(kept_b, sorted(best, key=lambda j: -scores[j]))
+            assert count == 3 and sorted(kept_m[:3]) == sorted(best)
+
+
+def test_kernel_nms_thresholds_outside_unit_interval(kernels):
+    boxes, scores, idxs = _nms_case()
+    ref = _outside(None, boxes, scores, idxs)
+    got = _outside(kernels, boxes, scores, idxs)
+    for thr in ref:
+        for r, g in zip(ref[thr], got[thr]):
+            np.testing.assert_array_equal(g, r)
