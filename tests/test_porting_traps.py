@@ -306,3 +306,48 @@ def test_kernel_nms_thresholds_outside_unit_interval(kernels):
     for thr in ref:
         for r, g in zip(ref[thr], got[thr]):
             np.testing.assert_array_equal(g, r)
+
+
+# --- 4. decode_yolo reads YOLOv8 / YOLO11's channels-first output --------------------------------
+def _yolo_heads(rng, classes, n, objectness):
+    extra = 5 if objectness else 4
+    rows = rng.random((2, n, extra + classes), dtype=np.float32)
+    rows[..., :4] *= 64
+    return rows, np.ascontiguousarray(rows.swapaxes(1, 2))
+
+
+@pytest.mark.parametrize("objectness", [False, True])
+def test_cpu_decode_yolo_layouts_agree(objectness):
+    rows, channels = _yolo_heads(np.random.default_rng(4), 80, 300, objectness)
+    ref_b, ref_s = cupyprep.decode_yolo(rows, objectness=objectness, layout="rows")
+    assert ref_b.shape == (2, 300, 4) and ref_s.shape == (2, 300, 80)
+    for pred, layout in ((rows, "auto"), (channels, "auto"), (channels, "channels"), (channels[0], "auto"),
+                         (rows.swapaxes(1, 2), "channels")):
+        b, s = cupyprep.decode_yolo(pred, objectness=objectness, layout=layout)
+        one = pred.ndim == 2
+        np.testing.assert_array_equal(b, ref_b[0] if one else ref_b)
+        np.testing.assert_array_equal(s, ref_s[0] if one else ref_s)
+
+
+def test_decode_yolo_auto_rule_and_errors():
+    rng = np.random.default_rng(5)
+    few = rng.random((1, 20, 85), dtype=np.float32)  # rows: 20 candidates of 80 classes
+    b, _ = cupyprep.decode_yolo(few, layout="auto")
+    assert b.shape == (1, 85, 4)  # fewer candidates than channels: auto reads channels first
+    b, s = cupyprep.decode_yolo(few, layout="rows")
+    assert b.shape == (1, 20, 4) and s.shape == (1, 20, 80)
+    square = rng.random((1, 9, 9), dtype=np.float32)  # A == B: rows
+    assert cupyprep.decode_yolo(square)[1].shape == (1, 9, 4)
+    with pytest.raises(ValueError, match=r"pred: expected shape \(\.\.\., 5 \+ C, N\) with C >= 1"):
+        cupyprep.decode_yolo(np.zeros((1, 5, 30), np.float32), layout="channels")
+    with pytest.raises(ValueError, match="layout: expected one of"):
+        cupyprep.decode_yolo(square, layout="NCHW")
+
+
+def test_kernel_decode_yolo_layouts_agree(kernels, poisoned_outputs):
+    rows, channels = _yolo_heads(np.random.default_rng(6), 3, 40, False)
+    ref_b, ref_s = cupyprep.cpu.detection.decode_yolo(rows, False)
+    for pred, layout in ((channels, "auto"), (channels, "channels"), (rows, "auto")):
+        b, s = cupyprep.decode_yolo(kernels.put(pred), objectness=False, layout=layout)
+        np.testing.assert_array_equal(kernels.get(b), ref_b)
+        np.testing.assert_array_equal(kernels.get(s), ref_s)
