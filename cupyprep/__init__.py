@@ -6,6 +6,7 @@ kind out (PyTorch CUDA tensors without a copy). NumPy inputs run on the CPU back
 """
 from . import detection, geometry  # noqa: F401  (the earlier module paths, still importable)
 from ._kernels import GPUUnavailableError, KernelCompileError, warmup
+from ._validate import UnitsWarning
 from .augment import random_affine
 from .boxes import (
     box_convert,
@@ -89,6 +90,7 @@ __all__ = [
     "decode_yolo",
     "KernelCompileError",
     "GPUUnavailableError",
+    "UnitsWarning",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "__version__",

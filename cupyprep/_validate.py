@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import warnings
 
 import numpy as np
 
@@ -19,6 +20,8 @@ __all__ = [
     "number",
     "positive_int",
     "iou_threshold",
+    "units",
+    "UnitsWarning",
     "ImageGeometry",
 ]
 
@@ -88,6 +91,48 @@ def iou_threshold(name, value):
     if thr != thr:
         raise ValueError(f"{name}: expected a number (IoU, usually in [0, 1]), got NaN")
     return thr
+
+
+class UnitsWarning(UserWarning):
+    """``mean`` / ``std`` in other units than the pixels they are applied to: statistics of
+    0..255 pixels (mmdetection's ``[123.675, 116.28, 103.53]``) with the pixels scaled to
+    [0, 1] (``scale=1/255``, :func:`cupyprep.preprocess`'s default), or statistics of [0, 1]
+    pixels (torchvision's ``[0.485, 0.456, 0.406]``) with integer pixels left in 0..255
+    (``scale=1``, :func:`cupyprep.normalize`'s default). Make it an error with
+    ``warnings.simplefilter("error", cupyprep.UnitsWarning)``."""
+
+
+# |mean| or std above this: statistics of 0..255 pixels; pixels whose scaled range (scale
+# times the dtype's largest value; 255 for floats) stays at or below it are in [0, 1] units
+UNIT_LIMIT = 1.5
+# integer pixels whose scaled range reaches this are still in pixel units
+PIXEL_UNITS = 100.0
+
+
+def units(op, mean, std, given, scale, dtype, default_scale=None):
+    """Warn with :class:`UnitsWarning` where ``mean`` / ``std`` (tuples, ``given`` by the
+    caller) and the pixels after ``scale`` are clearly in different units (see the class).
+    The rule: any ``|mean| > 1.5`` or ``|std| > 1.5`` with ``scale * top <= 1.5``, or every
+    ``|mean|`` and ``|std| <= 1.5`` (other than mean 0, std 1) with integer pixels and
+    ``scale * top >= 100``, ``top`` being the dtype's largest value (255 for floats)."""
+    if not given:
+        return
+    dtype = np.dtype(dtype)
+    top = scale * (float(np.iinfo(dtype).max) if dtype.kind in "ui" else 255.0)
+    big = any(abs(v) > UNIT_LIMIT for v in mean) or any(abs(v) > UNIT_LIMIT for v in std)
+    said = f"scale={scale:.6g}" + (f" ({op}'s default)" if scale == default_scale else "")
+    if big and top <= UNIT_LIMIT:
+        warnings.warn(
+            f"{op}: mean={list(mean)} / std={list(std)} look like statistics of 0..255 pixels "
+            f"(mmdetection's), but {said} maps the pixels to [0, 1] first: pass scale=1.0 for "
+            "statistics in pixel units, or divide mean and std by 255", UnitsWarning, stacklevel=3)
+    elif (not big and dtype.kind in "ui" and top >= PIXEL_UNITS
+          and not (all(v == 0 for v in mean) and all(v == 1 for v in std))):
+        warnings.warn(
+            f"{op}: mean={list(mean)} / std={list(std)} look like statistics of [0, 1] pixels "
+            f"(torchvision's), but {said} leaves {dtype} pixels in 0..{top:g}: pass "
+            f"scale={1 / float(np.iinfo(dtype).max):.6g} (1/{np.iinfo(dtype).max}) to scale "
+            "them to [0, 1] first", UnitsWarning, stacklevel=3)
 
 
 def list_images(name, arrays, same_ndim=True):

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from . import _arrays, _transfers
+from . import _arrays, _transfers, _validate
 
 __all__ = ["show", "Picture"]
 
@@ -70,7 +70,9 @@ def show(batch, boxes=None, *, mean=None, std=None, scale=1 / 255, layout="NCHW"
         xyxy boxes in the batch's (network) coordinates, drawn in green.
     mean, std, scale :
         The normalization the batch went through (``(x * scale - mean) / std``); undone as
-        ``(y * std + mean) / scale``, then clipped to 0..255.
+        ``(y * std + mean) / scale``, then clipped to 0..255. The defaults are
+        :func:`cupyprep.preprocess`'s; 0..255 statistics with ``scale=1/255`` give a
+        :class:`cupyprep.UnitsWarning`, as there.
     layout : {"NCHW", "NHWC"}
     channels : {"rgb", "bgr"}
         The batch's channel order (``swap_rb=True``, the default, gives RGB from BGR frames).
@@ -109,6 +111,10 @@ def show(batch, boxes=None, *, mean=None, std=None, scale=1 / 255, layout="NCHW"
     if layout == "NCHW":
         x = x.transpose(0, 2, 3, 1)
     c = x.shape[3]
+    if mean is not None or std is not None:  # 0..255 statistics at scale 1/255: a UnitsWarning
+        _validate.units("show", tuple(np.broadcast_to(np.asarray(0.0 if mean is None else mean, np.float64), (c,))),
+                        tuple(np.broadcast_to(np.asarray(1.0 if std is None else std, np.float64), (c,))),
+                        True, float(scale), np.float32, default_scale=1 / 255)
     if std is not None:
         x = x * np.broadcast_to(np.asarray(std, np.float64), (c,))
     if mean is not None:

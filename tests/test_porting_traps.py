@@ -351,3 +351,70 @@ def test_kernel_decode_yolo_layouts_agree(kernels, poisoned_outputs):
         b, s = cupyprep.decode_yolo(kernels.put(pred), objectness=False, layout=layout)
         np.testing.assert_array_equal(kernels.get(b), ref_b)
         np.testing.assert_array_equal(kernels.get(s), ref_s)
+
+
+# --- 5. mean / std units --------------------------------------------------------------------------
+MMDET_MEAN, MMDET_STD = (123.675, 116.28, 103.53), (58.395, 57.12, 57.375)
+
+
+def _units_warnings(fn):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fn()
+    return [str(w.message) for w in seen if issubclass(w.category, cupyprep.UnitsWarning)]
+
+
+def test_units_0_255_statistics_at_scale_1_255_warn():
+    img = photo("astronaut")[:40, :60]
+    said = _units_warnings(lambda: cupyprep.preprocess(img, (32, 32), mean=MMDET_MEAN, std=MMDET_STD))
+    assert len(said) == 1 and "scale=1.0" in said[0] and "preprocess's default" in said[0], said
+    said = _units_warnings(lambda: cupyprep.normalize(img, MMDET_MEAN, MMDET_STD, scale=1 / 255))
+    assert len(said) == 1 and "scale=1.0" in said[0], said
+    said = _units_warnings(lambda: cupyprep.preprocess(img.astype(np.float32), (32, 32), std=MMDET_STD))
+    assert len(said) == 1, said  # std alone, float pixels scaled by 1/255
+    said = _units_warnings(lambda: cupyprep.show(np.zeros((1, 3, 8, 8), np.float32), mean=MMDET_MEAN,
+                                                 std=MMDET_STD))
+    assert len(said) == 1 and "show" in said[0], said
+
+
+def test_units_0_1_statistics_on_integer_pixels_at_scale_1_warn():
+    img = photo("astronaut")[:40, :60]
+    mean, std = cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD
+    said = _units_warnings(lambda: cupyprep.normalize(img, mean, std))
+    assert len(said) == 1 and "scale=0.00392157 (1/255)" in said[0] and "normalize's default" in said[0], said
+    said = _units_warnings(lambda: cupyprep.preprocess(img.astype(np.uint16), (32, 32), mean=mean, std=std,
+                                                       scale=1.0))
+    assert len(said) == 1 and "1/65535" in said[0], said
+
+
+def test_units_that_agree_do_not_warn():
+    img = photo("astronaut")[:40, :60]
+    mean, std = cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD
+    for fn in (lambda: cupyprep.preprocess(img, (32, 32), mean=MMDET_MEAN, std=MMDET_STD, scale=1.0),
+               lambda: cupyprep.preprocess(img, (32, 32), mean=mean, std=std),
+               lambda: cupyprep.preprocess(img, (32, 32)),
+               lambda: cupyprep.normalize(img, mean, std, scale=1 / 255),
+               lambda: cupyprep.normalize(img, MMDET_MEAN, MMDET_STD),
+               lambda: cupyprep.normalize(img),
+               lambda: cupyprep.normalize(img, 0.0, 1.0),  # the identity, spelled out
+               lambda: cupyprep.normalize(img.astype(np.float32) / 255, mean, std),  # [0, 1] floats
+               lambda: cupyprep.normalize(img.astype(np.float32), MMDET_MEAN, MMDET_STD)):
+        assert _units_warnings(fn) == []
+
+
+def test_units_warning_changes_no_result():
+    img = photo("astronaut")[:40, :60]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cupyprep.UnitsWarning)
+        got = cupyprep.normalize(img, MMDET_MEAN, MMDET_STD, scale=1 / 255)
+    ref = (img.astype(np.float32) * np.float32(1 / 255) - np.float32(MMDET_MEAN)) * \
+        (1 / np.asarray(MMDET_STD)).astype(np.float32)
+    np.testing.assert_array_equal(got, np.moveaxis(ref, -1, 0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cupyprep.UnitsWarning)
+        with pytest.raises(cupyprep.UnitsWarning):
+            cupyprep.preprocess(img, (32, 32), mean=MMDET_MEAN, std=MMDET_STD)
