@@ -418,3 +418,87 @@ def test_units_warning_changes_no_result():
         warnings.simplefilter("error", cupyprep.UnitsWarning)
         with pytest.raises(cupyprep.UnitsWarning):
             cupyprep.preprocess(img, (32, 32), mean=MMDET_MEAN, std=MMDET_STD)
+
+
+# --- docs/porting.md's side-by-side snippets ---------------------------------------------------------
+def _five_call_chain(frame, size=640):
+    """The CPU chain docs/porting.md starts from (IPP off, as the CPU backend runs)."""
+    h, w = frame.shape[:2]
+    r = min(size / h, size / w)
+    nh, nw = round(h * r), round(w * r)
+    img = own_code(cv2.resize, frame, (nw, nh), interpolation=cv2.INTER_LINEAR)
+    top, left = (size - nh) // 2, (size - nw) // 2
+    img = cv2.copyMakeBorder(img, top, size - nh - top, left, size - nw - left, cv2.BORDER_CONSTANT,
+                             value=(114, 114, 114))
+    img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    x = img.astype(np.float32) / 255
+    return x.transpose(2, 0, 1)[None]
+
+
+@pytest.mark.parametrize("shape", [(512, 512), (300, 451), (451, 300), (61, 640)])
+def test_porting_five_calls_are_one_preprocess(shape):
+    frame = np.ascontiguousarray(photo("astronaut")[: shape[0], : shape[1], ::-1])  # BGR
+    ref = _five_call_chain(frame)
+    batch, _ = cupyprep.preprocess(frame, (640, 640))
+    assert batch.shape == ref.shape == (1, 3, 640, 640)
+    # the chain divides by 255, preprocess multiplies by float32(1 / 255): half the uint8
+    # values land one float32 ulp apart (at most 2**-24 below 1)
+    assert np.abs(batch - ref).max() <= 2.0 ** -24
+    np.testing.assert_array_equal(np.rint(batch * 255), np.rint(ref * 255))
+
+
+def _ultralytics_letterbox_geometry(h0, w0, H, W):
+    """Ultralytics' LetterBox (auto=False, center=True): r, the resized size, and the left /
+    top padding it gives copyMakeBorder."""
+    r = min(H / h0, W / w0)
+    nw, nh = int(round(w0 * r)), int(round(h0 * r))
+    dw, dh = (W - nw) / 2, (H - nh) / 2
+    return r, (nh, nw), (int(round(dw - 0.1)), int(round(dh - 0.1)))
+
+
+def _ultralytics_scale_boxes(net_hw, boxes, orig_hw, ratio_pad=None):
+    """Ultralytics' scale_boxes: one gain for both axes, padding recomputed from it unless
+    given (ratio_pad), then clipped."""
+    if ratio_pad is None:
+        gain = min(net_hw[0] / orig_hw[0], net_hw[1] / orig_hw[1])
+        pad = (round((net_hw[1] - orig_hw[1] * gain) / 2 - 0.1), round((net_hw[0] - orig_hw[0] * gain) / 2 - 0.1))
+    else:
+        gain, pad = ratio_pad[0][0], ratio_pad[1]
+    out = boxes.astype(np.float64) - [pad[0], pad[1], pad[0], pad[1]]
+    out /= gain
+    return np.clip(out, 0, [orig_hw[1], orig_hw[0], orig_hw[1], orig_hw[0]])
+
+
+def test_porting_ultralytics_letterbox_and_scale_boxes():
+    """preprocess places the image where LetterBox does; meta.to_original maps it back with
+    the per-axis scale of the resize done, Ultralytics' scale_boxes with one gain: at most
+    half a network pixel apart with LetterBox's own padding (its validation passes
+    ratio_pad), under one where scale_boxes recomputes the padding (its prediction path),
+    which then differs from LetterBox's by a pixel for some sizes."""
+    rng = np.random.default_rng(9)
+    H = W = 640
+    worst_given = worst_recomputed = 0.0
+    pad_differs = 0
+    sizes = [(1000, 1333), (3603, 3998), (1080, 1920)] + [tuple(int(v) for v in rng.integers(50, 4000, 2))
+                                                           for _ in range(300)]
+    for h0, w0 in sizes:
+        img = np.zeros((h0, w0, 3), np.uint8)
+        from cupyprep.preprocess import plan
+
+        nh, nw, oy, ox = plan(h0, w0, (H, W), "letterbox")
+        r, resized, (left, top) = _ultralytics_letterbox_geometry(h0, w0, H, W)
+        assert (nh, nw, oy, ox) == (*resized, top, left), (h0, w0)
+        meta = cupyprep.PreprocessMeta(np.array([[h0, w0]]), np.array([[nh, nw]]), np.array([[oy, ox]]),
+                                       (H, W))
+        if (h0, w0) == (1000, 1333):
+            batch, real_meta = cupyprep.preprocess(img, (H, W))
+            np.testing.assert_array_equal(real_meta.offset, meta.offset)
+        net = np.array([[left, top, left + nw, top + nh], [left + nw / 2, top + nh / 3, left + nw, top + nh]])
+        ours = meta.to_original(net[None])[0]
+        np.testing.assert_allclose(ours[0], [0, 0, w0, h0], atol=1e-9)  # the image's corners, exactly
+        given = _ultralytics_scale_boxes((H, W), net, (h0, w0), ((r, r), (left, top)))
+        recomputed = _ultralytics_scale_boxes((H, W), net, (h0, w0))
+        worst_given = max(worst_given, np.abs(ours - given).max() * r)
+        worst_recomputed = max(worst_recomputed, np.abs(ours - recomputed).max() * r)
+        pad_differs += not np.allclose(recomputed, given)
+    assert worst_given <= 0.5 + 1e-9 and 0.1 < worst_recomputed < 1.0 and pad_differs > 0
