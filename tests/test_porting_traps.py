@@ -67,6 +67,25 @@ def test_cpu_resize_is_opencvs_own_code_whatever_the_ipp_setting(ipp_restored, d
         np.testing.assert_array_equal(got, ref)
 
 
+@pytest.mark.parametrize("dtype, mode", [(np.float32, "linear"), (np.float32, "cubic"), (np.uint16, "linear")])
+def test_kernel_resize_equals_the_cpu_backend_with_ipp_on(kernels, ipp_restored, dtype, mode):
+    """The same image as NumPy (the CPU backend) and on the kernel side: within
+    test_resize.assert_matches_opencv's bound of each other (OpenCV's CPU-dependent FMA
+    choice), which IPP's differences (~4e-5 of the range for float32, up to 3 for uint16)
+    exceed."""
+    from test_resize import assert_matches_opencv
+
+    from cupyprep import _validate
+    from cupyprep.cpu import resize as cpu_resize
+
+    img = _as(photo("astronaut")[:200, :300], dtype)
+    size = (121, 173)
+    set_ipp(True)
+    ref = cpu_resize(img, size, mode, _validate.image_layout("img", img, "HWC"))
+    got = kernels.get(cupyprep.resize(kernels.put(img), size, interpolation=mode))
+    assert_matches_opencv(got, ref, mode)
+
+
 def test_cpu_preprocess_and_gray_are_opencvs_own_code(ipp_restored):
     img = photo("astronaut")
     set_ipp(True)
