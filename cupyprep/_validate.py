@@ -3,6 +3,7 @@ and what came, before anything reaches a kernel."""
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 import warnings
 
@@ -88,7 +89,7 @@ def iou_threshold(name, value):
     torchvision accepts them: >= 1 suppresses nothing, < 0 every box after the first
     (their IoU, 0 or more, is above it)."""
     thr = number(name, value)
-    if thr != thr:
+    if math.isnan(thr):
         raise ValueError(f"{name}: expected a number (IoU, usually in [0, 1]), got NaN")
     return thr
 

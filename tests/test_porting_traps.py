@@ -470,9 +470,9 @@ def _ultralytics_letterbox_geometry(h0, w0, H, W):
     """Ultralytics' LetterBox (auto=False, center=True): r, the resized size, and the left /
     top padding it gives copyMakeBorder."""
     r = min(H / h0, W / w0)
-    nw, nh = int(round(w0 * r)), int(round(h0 * r))
+    nw, nh = round(w0 * r), round(h0 * r)
     dw, dh = (W - nw) / 2, (H - nh) / 2
-    return r, (nh, nw), (int(round(dw - 0.1)), int(round(dh - 0.1)))
+    return r, (nh, nw), (round(dw - 0.1), round(dh - 0.1))
 
 
 def _ultralytics_scale_boxes(net_hw, boxes, orig_hw, ratio_pad=None):
@@ -510,7 +510,7 @@ def test_porting_ultralytics_letterbox_and_scale_boxes():
         meta = cupyprep.PreprocessMeta(np.array([[h0, w0]]), np.array([[nh, nw]]), np.array([[oy, ox]]),
                                        (H, W))
         if (h0, w0) == (1000, 1333):
-            batch, real_meta = cupyprep.preprocess(img, (H, W))
+            _, real_meta = cupyprep.preprocess(img, (H, W))
             np.testing.assert_array_equal(real_meta.offset, meta.offset)
         net = np.array([[left, top, left + nw, top + nh], [left + nw / 2, top + nh / 3, left + nw, top + nh]])
         ours = meta.to_original(net[None])[0]
@@ -521,3 +521,26 @@ def test_porting_ultralytics_letterbox_and_scale_boxes():
         worst_recomputed = max(worst_recomputed, np.abs(ours - recomputed).max() * r)
         pad_differs += not np.allclose(recomputed, given)
     assert worst_given <= 0.5 + 1e-9 and 0.1 < worst_recomputed < 1.0 and pad_differs > 0
+
+
+@pytest.mark.gpu
+def test_gpu_torch_roi_align_nhwc_and_decode_yolo_channels(torch_cuda):
+    """The torch CUDA paths of two fixed traps: NHWC features (a permuted view) give
+    (K, PH, PW, C) torch tensors equal to the CPU backend's; YOLOv8's (B, 84, N) head
+    decodes as its transposed rows do."""
+    torch = torch_cuda
+    feat, rois = _roi_case()
+    ref = cupyprep.roi_align(feat, rois, (3, 4), 0.25, 2, aligned=True).transpose(0, 2, 3, 1)
+    nhwc = torch.from_numpy(feat).cuda().permute(0, 2, 3, 1)
+    got = cupyprep.roi_align(nhwc, torch.from_numpy(rois).cuda(), (3, 4), 0.25, 2, aligned=True,
+                             layout="NHWC")
+    assert isinstance(got, torch.Tensor) and got.is_cuda and tuple(got.shape) == (9, 3, 4, 5)
+    np.testing.assert_array_equal(got.cpu().numpy(), ref)
+    head = torch.rand((2, 4 + 80, 300), device="cuda")
+    b, s = cupyprep.decode_yolo(head, objectness=False)
+    b_rows, s_rows = cupyprep.decode_yolo(head.transpose(1, 2), objectness=False, layout="rows")
+    assert tuple(b.shape) == (2, 300, 4) and tuple(s.shape) == (2, 300, 80)
+    assert torch.equal(b, b_rows) and torch.equal(s, s_rows)
+    ref_b, ref_s = cupyprep.decode_yolo(head.cpu().numpy(), objectness=False)
+    np.testing.assert_array_equal(b.cpu().numpy(), ref_b)
+    np.testing.assert_array_equal(s.cpu().numpy(), ref_s)

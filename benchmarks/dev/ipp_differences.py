@@ -78,7 +78,7 @@ def measure():
         for img8 in images:
             img, span = _typed(img8, dt)
             for size in sizes:
-                stock, own = _both(cv2, lambda img=img, size=size: fn(img, size))
+                stock, own = _both(cv2, lambda img=img, size=size, fn=fn: fn(img, size))
                 if stock is None:
                     continue
                 d = np.abs(stock.astype(np.float64) - own.astype(np.float64))
