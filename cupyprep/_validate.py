@@ -116,24 +116,30 @@ def units(op, mean, std, given, scale, dtype, default_scale=None):
     The rule: any ``|mean| > 1.5`` or ``|std| > 1.5`` with ``scale * top <= 1.5``, or every
     ``|mean|`` and ``|std| <= 1.5`` (other than mean 0, std 1) with integer pixels and
     ``scale * top >= 100``, ``top`` being the dtype's largest value (255 for floats)."""
-    if not given:
-        return
+    if given:
+        message = _units_message(op, mean, std, scale, dtype, default_scale)
+        if message is not None:
+            warnings.warn(message, UnitsWarning, stacklevel=3)
+
+
+@functools.lru_cache(maxsize=256)
+def _units_message(op, mean, std, scale, dtype, default_scale):
+    # the same statistics recur call after call: judged once each
     dtype = np.dtype(dtype)
-    top = scale * (float(np.iinfo(dtype).max) if dtype.kind in "ui" else 255.0)
+    top_value = float(np.iinfo(dtype).max) if dtype.kind in "ui" else 255.0
+    top = scale * top_value
     big = any(abs(v) > UNIT_LIMIT for v in mean) or any(abs(v) > UNIT_LIMIT for v in std)
     said = f"scale={scale:.6g}" + (f" ({op}'s default)" if scale == default_scale else "")
     if big and top <= UNIT_LIMIT:
-        warnings.warn(
-            f"{op}: mean={list(mean)} / std={list(std)} look like statistics of 0..255 pixels "
-            f"(mmdetection's), but {said} maps the pixels to [0, 1] first: pass scale=1.0 for "
-            "statistics in pixel units, or divide mean and std by 255", UnitsWarning, stacklevel=3)
-    elif (not big and dtype.kind in "ui" and top >= PIXEL_UNITS
-          and not (all(v == 0 for v in mean) and all(v == 1 for v in std))):
-        warnings.warn(
-            f"{op}: mean={list(mean)} / std={list(std)} look like statistics of [0, 1] pixels "
-            f"(torchvision's), but {said} leaves {dtype} pixels in 0..{top:g}: pass "
-            f"scale={1 / float(np.iinfo(dtype).max):.6g} (1/{np.iinfo(dtype).max}) to scale "
-            "them to [0, 1] first", UnitsWarning, stacklevel=3)
+        return (f"{op}: mean={list(mean)} / std={list(std)} look like statistics of 0..255 pixels "
+                f"(mmdetection's), but {said} maps the pixels to [0, 1] first: pass scale=1.0 for "
+                "statistics in pixel units, or divide mean and std by 255")
+    if (not big and dtype.kind in "ui" and top >= PIXEL_UNITS
+            and not (all(v == 0 for v in mean) and all(v == 1 for v in std))):
+        return (f"{op}: mean={list(mean)} / std={list(std)} look like statistics of [0, 1] pixels "
+                f"(torchvision's), but {said} leaves {dtype} pixels in 0..{top:g}: pass "
+                f"scale={1 / top_value:.6g} (1/{top_value:g}) to scale them to [0, 1] first")
+    return None
 
 
 def list_images(name, arrays, same_ndim=True):

@@ -112,9 +112,9 @@ def show(batch, boxes=None, *, mean=None, std=None, scale=1 / 255, layout="NCHW"
         x = x.transpose(0, 2, 3, 1)
     c = x.shape[3]
     if mean is not None or std is not None:  # 0..255 statistics at scale 1/255: a UnitsWarning
-        _validate.units("show", tuple(np.broadcast_to(np.asarray(0.0 if mean is None else mean, np.float64), (c,))),
-                        tuple(np.broadcast_to(np.asarray(1.0 if std is None else std, np.float64), (c,))),
-                        True, float(scale), np.float32, default_scale=1 / 255)
+        m, s = (tuple(float(v) for v in np.broadcast_to(np.asarray(v, np.float64), (c,)))
+                for v in (0.0 if mean is None else mean, 1.0 if std is None else std))
+        _validate.units("show", m, s, True, float(scale), np.float32, default_scale=1 / 255)
     if std is not None:
         x = x * np.broadcast_to(np.asarray(std, np.float64), (c,))
     if mean is not None:
