@@ -5,7 +5,8 @@ kind out (PyTorch CUDA tensors without a copy). NumPy inputs run on the CPU back
 (OpenCV), with the same semantics.
 """
 from . import detection, geometry  # noqa: F401  (the earlier module paths, still importable)
-from ._kernels import KernelCompileError, warmup
+from ._kernels import GPUUnavailableError, KernelCompileError, warmup
+from ._validate import UnitsWarning
 from .augment import random_affine
 from .boxes import (
     box_convert,
@@ -104,6 +105,8 @@ __all__ = [
     "encode_boxes",
     "decode_yolo",
     "KernelCompileError",
+    "GPUUnavailableError",
+    "UnitsWarning",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "__version__",

@@ -51,9 +51,15 @@ def prepare_list(images, name):
 
 
 def describe(x) -> str:
-    """A short description of an argument for error messages."""
+    """A short description of an argument for error messages: the type the user passed,
+    also for the NumPy / CuPy views of torch tensors the ops compute on (a torch tensor is
+    described as one, with the view's shape)."""
     if isinstance(x, TensorView):
         x = x.tensor
+    if isinstance(x, np.ndarray) or is_cupy(x):
+        tensor = _torch_origin(x)
+        if tensor is not None:
+            return f"torch.Tensor of shape {tuple(x.shape)} and dtype {tensor.dtype} on {tensor.device}"
     if isinstance(x, np.ndarray):
         return f"numpy.ndarray of shape {x.shape} and dtype {x.dtype}"
     if is_cupy(x):
@@ -61,6 +67,21 @@ def describe(x) -> str:
     if is_torch(x):
         return f"torch.Tensor of shape {tuple(x.shape)} and dtype {x.dtype} on {x.device}"
     return f"{type(x).__module__}.{type(x).__qualname__}"
+
+
+def _torch_origin(x):
+    """The torch tensor whose memory a NumPy array (``Tensor.numpy()``, and views of it) or a
+    CuPy array (:func:`cupyprep.from_torch`'s wrapping, and views of it) is, or None."""
+    base = x
+    while getattr(base, "base", None) is not None:
+        base = base.base
+        if is_torch(base):
+            return base
+    if is_cupy(base):
+        owner = getattr(base.data.mem, "_owner", None)
+        if is_torch(owner):
+            return owner
+    return None
 
 
 class Prepared:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from . import _specs
 
-__all__ = ["kernel_dir", "read_source", "get_function", "warmup", "variants", "KernelCompileError"]
+__all__ = ["kernel_dir", "read_source", "get_function", "warmup", "variants", "KernelCompileError",
+           "GPUUnavailableError", "require_gpu"]
 
 NVRTC_OPTIONS = ("--std=c++17",)
 
@@ -39,6 +40,38 @@ class KernelCompileError(RuntimeError):
         super().__init__(
             f"compiling kernels/{filename} for variant {name_expression!r} failed:\n{log}"
         )
+
+
+class GPUUnavailableError(RuntimeError):
+    """The kernels cannot run here: CuPy is not installed, or CUDA finds no usable device.
+    NumPy and CPU torch inputs still run, on the CPU backend."""
+
+
+_INSTALL = ('pip install "cupyprep[cuda13]" (CUDA 13 drivers) or "cupyprep[cuda12]" '
+            "(CUDA 12 drivers)")
+
+
+def require_gpu(what):
+    """Raise :class:`GPUUnavailableError` saying what is missing (CuPy, a CUDA device or
+    a recent enough driver) and what to install, unless kernels can run on a GPU here."""
+    try:
+        import cupy
+    except ImportError as exc:
+        raise GPUUnavailableError(
+            f"{what} needs a GPU: CuPy is not installed ({exc}); {_INSTALL}. Without a GPU, "
+            "NumPy and CPU torch inputs run on the CPU backend and need no warmup") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError as exc:
+        raise GPUUnavailableError(
+            f"{what} needs a GPU: no CUDA device can be used ({exc}). Check that the machine "
+            "has an NVIDIA GPU with its driver (nvidia-smi lists it) and that CuPy's CUDA "
+            f"matches the driver: {_INSTALL}. Without a GPU, NumPy and CPU torch inputs run "
+            "on the CPU backend and need no warmup") from None
+    if count == 0:
+        raise GPUUnavailableError(
+            f"{what} needs a GPU: CUDA reports no device. Without a GPU, NumPy and CPU torch "
+            "inputs run on the CPU backend and need no warmup")
 
 
 def kernel_dir() -> Path:
@@ -185,10 +218,18 @@ def warmup(ops=None) -> int:
     -------
     int
         The number of variants compiled (or found in the cache).
+
+    Raises
+    ------
+    GPUUnavailableError
+        Without CuPy or a usable CUDA device (the message says which, and what to install);
+        under :func:`cupyprep.testing.emulate` the emulator compiles instead.
     """
     if isinstance(ops, str):
         ops = [ops]
     pairs = variants() if ops is None else [p for op in ops for p in variants(op)]
+    if not _emulators:
+        require_gpu("cupyprep.warmup()")
     for filename, expr in pairs:
         get_function(filename, expr)
     return len(pairs)

@@ -3,7 +3,9 @@ and what came, before anything reaches a kernel."""
 from __future__ import annotations
 
 import functools
+import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -18,6 +20,9 @@ __all__ = [
     "per_channel",
     "number",
     "positive_int",
+    "iou_threshold",
+    "units",
+    "UnitsWarning",
     "ImageGeometry",
 ]
 
@@ -76,6 +81,65 @@ def number(name, value):
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
         raise TypeError(f"{name}: expected a number, got {value!r}")
     return float(value)
+
+
+def iou_threshold(name, value):
+    """An NMS IoU threshold as a float: any number but NaN (under which ``IoU > threshold``
+    would never hold, silently keeping every box). Values outside [0, 1] are accepted, as
+    torchvision accepts them: >= 1 suppresses nothing, < 0 every box after the first
+    (their IoU, 0 or more, is above it)."""
+    thr = number(name, value)
+    if math.isnan(thr):
+        raise ValueError(f"{name}: expected a number (IoU, usually in [0, 1]), got NaN")
+    return thr
+
+
+class UnitsWarning(UserWarning):
+    """``mean`` / ``std`` in other units than the pixels they are applied to: statistics of
+    0..255 pixels (mmdetection's ``[123.675, 116.28, 103.53]``) with the pixels scaled to
+    [0, 1] (``scale=1/255``, :func:`cupyprep.preprocess`'s default), or statistics of [0, 1]
+    pixels (torchvision's ``[0.485, 0.456, 0.406]``) with integer pixels left in 0..255
+    (``scale=1``, :func:`cupyprep.normalize`'s default). Make it an error with
+    ``warnings.simplefilter("error", cupyprep.UnitsWarning)``."""
+
+
+# |mean| or std above this: statistics of 0..255 pixels; pixels whose scaled range (scale
+# times the dtype's largest value; 255 for floats) stays at or below it are in [0, 1] units
+UNIT_LIMIT = 1.5
+# integer pixels whose scaled range reaches this are still in pixel units
+PIXEL_UNITS = 100.0
+
+
+def units(op, mean, std, given, scale, dtype, default_scale=None):
+    """Warn with :class:`UnitsWarning` where ``mean`` / ``std`` (tuples, ``given`` by the
+    caller) and the pixels after ``scale`` are clearly in different units (see the class).
+    The rule: any ``|mean| > 1.5`` or ``|std| > 1.5`` with ``scale * top <= 1.5``, or every
+    ``|mean|`` and ``|std| <= 1.5`` (other than mean 0, std 1) with integer pixels and
+    ``scale * top >= 100``, ``top`` being the dtype's largest value (255 for floats)."""
+    if given:
+        message = _units_message(op, mean, std, scale, dtype, default_scale)
+        if message is not None:
+            warnings.warn(message, UnitsWarning, stacklevel=3)
+
+
+@functools.lru_cache(maxsize=256)
+def _units_message(op, mean, std, scale, dtype, default_scale):
+    # the same statistics recur call after call: judged once each
+    dtype = np.dtype(dtype)
+    top_value = float(np.iinfo(dtype).max) if dtype.kind in "ui" else 255.0
+    top = scale * top_value
+    big = any(abs(v) > UNIT_LIMIT for v in mean) or any(abs(v) > UNIT_LIMIT for v in std)
+    said = f"scale={scale:.6g}" + (f" ({op}'s default)" if scale == default_scale else "")
+    if big and top <= UNIT_LIMIT:
+        return (f"{op}: mean={list(mean)} / std={list(std)} look like statistics of 0..255 pixels "
+                f"(mmdetection's), but {said} maps the pixels to [0, 1] first: pass scale=1.0 for "
+                "statistics in pixel units, or divide mean and std by 255")
+    if (not big and dtype.kind in "ui" and top >= PIXEL_UNITS
+            and not (all(v == 0 for v in mean) and all(v == 1 for v in std))):
+        return (f"{op}: mean={list(mean)} / std={list(std)} look like statistics of [0, 1] pixels "
+                f"(torchvision's), but {said} leaves {dtype} pixels in 0..{top:g}: pass "
+                f"scale={1 / top_value:.6g} (1/{top_value:g}) to scale them to [0, 1] first")
+    return None
 
 
 def list_images(name, arrays, same_ndim=True):

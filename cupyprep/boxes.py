@@ -182,13 +182,15 @@ def _variances(variances):
     return tuple(_validate.number("variances", v) for v in variances)
 
 
-def _head_arg(name, head, last_ok, expected):
+def _head_arg(name, head, last_ok, expected, arr=None):
     """A decoder's head output: (..., P, K) float32 / float16 with ``last_ok(K)``; the
-    error names ``name`` and the ``expected`` shape."""
-    call = _arrays.prepare(head, name)
-    arr = call.array
+    error names ``name`` and the ``expected`` shape. ``head`` may be prepared already
+    (then ``arr`` is the view to read, and errors describe the array as given)."""
+    call = head if isinstance(head, _arrays.Prepared) else _arrays.prepare(head, name)
+    given = call.array
+    arr = given if arr is None else arr
     if arr.ndim < 2 or not last_ok(arr.shape[-1]):
-        raise ValueError(f"{name}: expected shape {expected}, got {_arrays.describe(arr)}")
+        raise ValueError(f"{name}: expected shape {expected}, got {_arrays.describe(given)}")
     _validate.dtype_in(name, arr, spec.BOX_DTYPES)
     return call, arr
 
@@ -262,12 +264,22 @@ def encode_boxes(boxes, priors, variances=(0.1, 0.2)):
     return cpu.encode_anchors(np.asarray(boxes), np.asarray(priors), _variances(variances))
 
 
-def decode_yolo(pred, *, objectness=True):
-    """YOLO-style rows -> xyxy boxes and per-class scores, ready for :func:`multiclass_nms`.
+def decode_yolo(pred, *, objectness=True, layout="auto"):
+    """YOLO-style head output -> xyxy boxes and per-class scores, ready for
+    :func:`multiclass_nms`.
 
     ``pred`` (..., N, 5 + C) rows ``(cx, cy, w, h, obj, cls_0 ... cls_C-1)`` (YOLOv5), or
-    with ``objectness=False`` (..., N, 4 + C) rows ``(cx, cy, w, h, cls...)`` (YOLOv8,
-    transposed to rows). Returns ``(boxes (..., N, 4), scores (..., N, C))`` float32.
+    with ``objectness=False`` (..., N, 4 + C) rows ``(cx, cy, w, h, cls...)``; or the same
+    channels first, (..., 4 + C, N), as YOLOv8 / YOLO11 export it (``(1, 84, 8400)``).
+    Returns ``(boxes (..., N, 4), scores (..., N, C))`` float32, candidates in rows.
+
+    layout : {"auto", "rows", "channels"}
+        ``"rows"``: the last axis holds a candidate's values; ``"channels"``: the
+        second-to-last does (read through a transposed view, no copy). ``"auto"`` (the
+        default) takes ``(..., A, B)`` as channels first when ``A < B`` and ``A`` is a valid
+        channel count (more than 4, or 5 with ``objectness``), else as rows: a detector
+        head has more candidates than channels (8400 against 84), which tells the two
+        apart. A head with fewer candidates than channels needs ``layout="rows"``.
 
     Convention
     ----------
@@ -276,12 +288,20 @@ def decode_yolo(pred, *, objectness=True):
 
     Example
     -------
-    >>> boxes, scores = cupyprep.decode_yolo(out)                          # doctest: +SKIP
+    >>> out = model(batch)                      # YOLOv8: (B, 84, 8400)  # doctest: +SKIP
+    >>> boxes, scores = cupyprep.decode_yolo(out, objectness=False)      # doctest: +SKIP
     >>> det = cupyprep.multiclass_nms(boxes, scores, score_threshold=0.25)   # doctest: +SKIP
     """
+    layout = _validate.choice("layout", layout, ("auto", "rows", "channels"))
     extra = 5 if objectness else 4
-    call, arr = _head_arg("pred", pred, lambda k: k > extra, f"(..., N, {extra} + C) with C >= 1")
-
+    call = _arrays.prepare(pred, "pred")
+    arr = call.array
+    if arr.ndim >= 2:
+        a, b = arr.shape[-2:]
+        if layout == "channels" or (layout == "auto" and extra < a < b):
+            arr = arr.swapaxes(-1, -2)
+    expected = f"(..., {extra} + C, N)" if layout == "channels" else f"(..., N, {extra} + C)"
+    call, arr = _head_arg("pred", call, lambda k: k > extra, f"{expected} with C >= 1", arr)
     if not call.device:
         bx, sc = cpu.decode_yolo(arr, objectness)
         return call.result(bx), call.result(sc)

@@ -4,7 +4,8 @@
     small = cv2.resize(frame_gpu, (640, 360), interpolation=cv2.INTER_AREA)
     rgb = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
 
-Sizes are OpenCV's ``(width, height)`` here. NumPy inputs go to OpenCV itself; CuPy and
+Sizes are OpenCV's ``(width, height)`` here. NumPy inputs go to OpenCV itself (its own code,
+Intel IPP off for the call, as the whole CPU backend: docs/exactness.md); CuPy and
 torch CUDA inputs run the kernels, with OpenCV's semantics.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ._warping import warp_images
 from .color import cvt_color as _cvt_color
 from .color import swap_rb as _swap_rb
 from .color import to_gray as _to_gray
-from .cpu import cv2_module
+from .cpu import cv2_module, without_ipp
 from .filter import box_filter as _box_filter
 from .filter import gaussian_blur as _gaussian_blur
 from .flip_pad import flip as _flip
@@ -107,7 +108,9 @@ def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=INTER_LINEAR):
     if arr.ndim not in (2, 3):
         raise ValueError(f"src: expected a 2-D or 3-D image, got {_arrays.describe(arr)}")
     if not call.device:
-        res = cv2_module().resize(arr, dsize, fx=fx, fy=fy, interpolation=interpolation)
+        cv2 = cv2_module()
+        with without_ipp(cv2):  # OpenCV's own code, as the kernels (docs/exactness.md)
+            res = cv2.resize(arr, dsize, fx=fx, fy=fy, interpolation=interpolation)
         return call.result(res, dst)
     h, w = arr.shape[:2]
     scale = None

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from . import _arrays, _transfers
+from . import _arrays, _transfers, _validate
 
 __all__ = ["show", "Picture"]
 
@@ -70,7 +70,9 @@ def show(batch, boxes=None, *, mean=None, std=None, scale=1 / 255, layout="NCHW"
         xyxy boxes in the batch's (network) coordinates, drawn in green.
     mean, std, scale :
         The normalization the batch went through (``(x * scale - mean) / std``); undone as
-        ``(y * std + mean) / scale``, then clipped to 0..255.
+        ``(y * std + mean) / scale``, then clipped to 0..255. The defaults are
+        :func:`cupyprep.preprocess`'s; 0..255 statistics with ``scale=1/255`` give a
+        :class:`cupyprep.UnitsWarning`, as there.
     layout : {"NCHW", "NHWC"}
     channels : {"rgb", "bgr"}
         The batch's channel order (``swap_rb=True``, the default, gives RGB from BGR frames).
@@ -99,11 +101,20 @@ def show(batch, boxes=None, *, mean=None, std=None, scale=1 / 255, layout="NCHW"
         x = x[None]
     if x.ndim != 4:
         raise ValueError(f"batch: expected a 4-d batch or a 3-d image, got {_arrays.describe(batch)}")
+    axis, other, other_axis = (1, "NHWC", 3) if layout == "NCHW" else (3, "NCHW", 1)
+    if x.shape[axis] not in (1, 3, 4):
+        hint = ""
+        if x.shape[other_axis] in (1, 3, 4):  # the axis order of the other layout
+            hint = f": a batch laid out {other}? pass layout={other!r}"
+        raise ValueError(f"batch: expected 1, 3 or 4 channels on axis {axis} (layout={layout!r}), "
+                         f"got {x.shape[axis]} ({_arrays.describe(batch)}){hint}")
     if layout == "NCHW":
         x = x.transpose(0, 2, 3, 1)
     c = x.shape[3]
-    if c not in (1, 3, 4):
-        raise ValueError(f"batch: expected 1, 3 or 4 channels, got {_arrays.describe(batch)}")
+    if mean is not None or std is not None:  # 0..255 statistics at scale 1/255: a UnitsWarning
+        m, s = (tuple(float(v) for v in np.broadcast_to(np.asarray(v, np.float64), (c,)))
+                for v in (0.0 if mean is None else mean, 1.0 if std is None else std))
+        _validate.units("show", m, s, True, float(scale), np.float32, default_scale=1 / 255)
     if std is not None:
         x = x * np.broadcast_to(np.asarray(std, np.float64), (c,))
     if mean is not None:

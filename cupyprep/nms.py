@@ -49,6 +49,11 @@ def nms(boxes, scores, iou_threshold, *, return_count=False):
     scores : (N,) float32 or float16, same kind
     iou_threshold : float
         A box is removed when its IoU with a kept, higher-scoring box is ``> iou_threshold``.
+        NaN is a ValueError. Outside [0, 1] it is accepted, as torchvision accepts it, with
+        the same rule: at 1 or above nothing is suppressed; below 0 every box that has a
+        kept, higher-scoring box in its category is suppressed, overlapping or not (an IoU
+        is never below 0), so only the best box of each category remains (pairs whose IoU
+        is NaN, from NaN coordinates or two boxes of zero area, excepted).
     return_count : bool
         ``False``: return the kept indices; their number is read back from the device (one
         8-byte device-to-host copy, which waits for the kernels). ``True``: return
@@ -86,8 +91,8 @@ def batched_nms(boxes, scores, idxs, iou_threshold, *, return_count=False):
     Parameters
     ----------
     boxes : (N, 4) float32 / float16 xyxy; scores : (N,) float32 / float16;
-    idxs : (N,) integer category of each box; iou_threshold : float;
-    return_count : bool, as :func:`nms`.
+    idxs : (N,) integer category of each box; iou_threshold : float (NaN: ValueError;
+    outside [0, 1] as :func:`nms` says); return_count : bool, as :func:`nms`.
 
     Returns
     -------
@@ -125,7 +130,7 @@ def _nms_call(boxes, scores, idxs, iou_threshold, return_count):
         _validate.dtype_in("idxs", cls, _INT_DTYPES)
         if cls.shape != (n,):
             raise ValueError(f"idxs: expected shape ({n},) like boxes, got {_arrays.describe(cls)}")
-    thr = _validate.number("iou_threshold", iou_threshold)
+    thr = _validate.iou_threshold("iou_threshold", iou_threshold)
     if n >= 2**31:
         raise ValueError(f"boxes: expected fewer than 2**31 boxes, got {n}")
     if not call.device:
@@ -208,7 +213,9 @@ def multiclass_nms(boxes, scores, *, iou_threshold=0.5, score_threshold=None, to
     boxes : (B, N, 4) or (N, 4) float32 / float16 xyxy
     scores : (B, N) / (N,) one class, or (B, N, C) / (N, C) per class; float32 / float16
     iou_threshold : float
-        Suppress when IoU > iou_threshold (as :func:`nms`).
+        Suppress when IoU > iou_threshold (as :func:`nms`: NaN is a ValueError; at 1 or
+        above nothing is suppressed, below 0 all but the best candidate of each class, or
+        of each image when class-agnostic).
     score_threshold : float, optional
         Candidates need ``score > score_threshold`` (NaN scores never pass); without it
         every candidate takes part, NaN scores first.
@@ -266,7 +273,7 @@ def multiclass_nms(boxes, scores, *, iou_threshold=0.5, score_threshold=None, to
     C = s.shape[2]
     if C == 0:
         raise ValueError(f"scores: expected at least one class, got {_arrays.describe(scores)}")
-    thr = _validate.number("iou_threshold", iou_threshold)
+    thr = _validate.iou_threshold("iou_threshold", iou_threshold)
     sthr = None if score_threshold is None else _validate.number("score_threshold", score_threshold)
     top_k = _validate.positive_int("top_k", top_k, allow_none=True)
     D = _validate.positive_int("max_detections", max_detections)

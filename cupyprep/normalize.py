@@ -37,10 +37,21 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
         ``HW``, ``HWC`` or a batch ``NHWC``; uint8, uint16, float16 or float32; 1 to 4
         channels. Any strides.
     mean, std : float or sequence of float, optional
-        Per channel, in the channel order of the *output* (after ``swap_rb``); default 0
-        and 1.
+        Per channel, in the channel order of the *output* (after ``swap_rb``), in the units
+        of ``img * scale``; default 0 and 1.
     scale : float
-        Multiplies the input first; ``1/255`` maps uint8 to [0, 1].
+        Multiplies the input first; ``1/255`` maps uint8 to [0, 1]. The default, 1, keeps
+        pixel units (0..255 for uint8): right for 0..255 statistics (mmdetection's
+        ``[123.675, 116.28, 103.53]``); torchvision's ``IMAGENET_MEAN`` / ``IMAGENET_STD``
+        need ``scale=1/255`` (:func:`cupyprep.preprocess` defaults to that).
+
+    Units
+    -----
+    Where mean / std and the scaled pixels are clearly in different units, a
+    :class:`cupyprep.UnitsWarning` says so and names the fix: any ``|mean|`` or ``|std|``
+    above 1.5 while ``scale`` maps the pixels into [0, 1] (``scale * 255 <= 1.5``), or all of
+    them at most 1.5 (other than mean 0 and std 1) while integer pixels stay in pixel units
+    (``scale * max >= 100``). The result is computed as asked either way.
     swap_rb : bool
         Reverse the first three channels (BGR -> RGB, BGRA -> RGBA).
     layout : {"CHW", "HWC"} (or "NCHW" / "NHWC")
@@ -73,11 +84,13 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
     geo = _validate.image_layout("img", arr, in_layout, max_channels=4)
     if layout.startswith("N") and not geo.batched:
         raise ValueError(f"layout: {layout!r} expects a 4-D NHWC batch, got {_arrays.describe(arr)}")
+    given = mean is not None or std is not None
     mean = _validate.per_channel("mean", mean, geo.c, 0.0)
     std = _validate.per_channel("std", std, geo.c, 1.0)
     if any(s == 0 for s in std):
         raise ValueError(f"std: expected non-zero values, got {std}")
     scale = _validate.number("scale", scale)
+    _validate.units("normalize", mean, std, given, scale, in_dtype, default_scale=1.0)
     swap_rb = bool(swap_rb)
     if not call.device:
         res = cpu.normalize(arr, mean, std, scale, swap_rb, channels_last_out, out_dtype)

@@ -149,7 +149,14 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         In input pixel units and input channel order (114 is YOLO's gray); normalized like a
         pixel.
     mean, std, scale, swap_rb :
-        As :func:`cupyprep.normalize`; mean/std in output channel order.
+        As :func:`cupyprep.normalize` (mean/std in output channel order), but with other
+        defaults: ``scale=1/255`` and ``swap_rb=True`` (BGR frames to an RGB [0, 1] batch,
+        the YOLO input). mean / std are in the units of ``pixel * scale``: torchvision's
+        ``IMAGENET_MEAN`` / ``IMAGENET_STD`` ([0, 1] units) go with the default scale;
+        0..255 statistics (mmdetection's ``[123.675, 116.28, 103.53]`` /
+        ``[58.395, 57.12, 57.375]``) need ``scale=1.0``. A clear mismatch (any ``|mean|`` or
+        ``|std|`` above 1.5 with pixels scaled into [0, 1], or [0, 1] statistics with integer
+        pixels at ``scale=1``) gives a :class:`cupyprep.UnitsWarning` naming the fix.
     layout : {"NCHW", "NHWC"}
     dtype : {"float32", "float16", "uint8"}
     out : array, optional
@@ -197,7 +204,8 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         c, n = geo.c, geo.n
         sizes = [(geo.h, geo.w)] * n
     else:
-        in_dtype = _validate.dtype_in("images[0]", arrays[0], spec.IN_DTYPES)
+        given_list = isinstance(images, (list, tuple))
+        in_dtype = _validate.dtype_in("images[0]" if given_list else "images", arrays[0], spec.IN_DTYPES)
         # an HW image and an HxWx1 one may share a batch: the output has channels anyway
         c = _validate.list_images("images", arrays, same_ndim=False)
         n = len(arrays)
@@ -206,11 +214,14 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         what = (f"images[0] is {_arrays.describe(images[0])}" if isinstance(images, (list, tuple))
                 else _arrays.describe(images))
         raise ValueError(f"images: expected 1, 3 or 4 channels, got {c} ({what})")
+    given = mean is not None or std is not None
     mean = _validate.per_channel("mean", mean, c, 0.0)
     std = _validate.per_channel("std", std, c, 1.0)
     if any(s == 0 for s in std):
         raise ValueError(f"std: expected non-zero values, got {std}")
     scale = _validate.number("scale", scale)
+    if given:
+        _validate.units("preprocess", mean, std, given, scale, in_dtype, default_scale=1 / 255)
     swap_rb = bool(swap_rb) and c >= 3
     pad = _validate.fill_values("pad_value", pad_value, c, in_dtype, in_dtype)
     if uniform:  # one geometry for the whole batch

@@ -40,12 +40,14 @@ def _divide_magic(d, n_max):
     return -(-(2**32) // d) if d >= 2 and n_max * d < 2**32 else 0
 
 
-def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False):
+def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False, *,
+              layout="NCHW"):
     """RoI Align forward, as ``torchvision.ops.roi_align``.
 
     Parameters
     ----------
-    features : (N, C, H, W) float32 or float16 (any strides)
+    features : (N, C, H, W) float32 or float16 (any strides); (N, H, W, C) with
+        ``layout="NHWC"``
     rois : (K, 5) rows ``(image index, x1, y1, x2, y2)``, or a list of N arrays (K_i, 4)
         of xyxy boxes per image; float32 or float16, same kind as ``features``
     output_size : int or (height, width)
@@ -56,10 +58,18 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
     aligned : bool
         ``True``: shift the roi by -0.5 pixel (pixel centers at +0.5; the correct
         alignment); ``False``: torchvision's legacy convention (and rois at least 1x1).
+    layout : {"NCHW", "NHWC"}
+        Axis order of ``features`` and of the result. An array's shape cannot tell the two
+        apart (feature maps have any number of channels), so NHWC features (TensorFlow's,
+        channels-last torch models') must say so: read as NCHW they would give a result of
+        the wrong shape, the channels taken for a spatial axis. (A torch tensor in the
+        ``channels_last`` memory format is NCHW by shape: ``layout="NCHW"``.)
 
     Returns
     -------
-    (K, C, PH, PW) in the features' dtype, same kind.
+    (K, C, PH, PW) in the features' dtype, same kind; (K, PH, PW, C) with
+    ``layout="NHWC"`` (as TensorFlow's ``crop_and_resize`` lays out its crops; on the GPU
+    one more copy, from the kernel's (K, C, PH, PW)).
 
     Convention
     ----------
@@ -76,10 +86,14 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
     -------
     >>> pooled = cupyprep.roi_align(fmap, rois, 7, 0.25, 2, aligned=True)   # doctest: +SKIP
     """
+    layout = _validate.choice("layout", layout, ("NCHW", "NHWC"))
     call = _arrays.prepare(features, "features")
     f = call.array
     if f.ndim != 4:
-        raise ValueError(f"features: expected an (N, C, H, W) array, got {_arrays.describe(f)}")
+        want = "(N, C, H, W)" if layout == "NCHW" else "(N, H, W, C)"
+        raise ValueError(f"features: expected an {want} array (layout={layout!r}), got {_arrays.describe(f)}")
+    if layout == "NHWC":
+        f = f.transpose(0, 3, 1, 2)  # a view: the kernel reads any strides
     dtype = _validate.dtype_in("features", f, spec.DTYPES)
     if isinstance(output_size, numbers.Integral) and not isinstance(output_size, bool):
         output_size = (int(output_size), int(output_size))
@@ -99,8 +113,14 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
         if not call.device:
             res = cpu.roi_align(np.asarray(f), np.asarray(table, np.float32), (PH, PW), scale,
                                 int(sampling_ratio), bool(aligned))
+            if layout == "NHWC":
+                res = np.ascontiguousarray(res.transpose(0, 2, 3, 1))
             return call.result(res.astype(dtype))
-        native, out = call.output(None, (K, C, PH, PW), dtype)
+        if layout == "NHWC":
+            native, nhwc = call.output(None, (K, PH, PW, C), dtype)
+            out = call.xp.empty((K, C, PH, PW), dtype)  # the kernel writes (K, C, PH, PW)
+        else:
+            native, out = call.output(None, (K, C, PH, PW), dtype)
         if K * C * PH * PW == 0:
             return native
         if table.dtype != np.float32:
@@ -120,4 +140,6 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
                                  i32(W), table, i64(rs[0]), i64(rs[1]), np.float32(scale), i32(PH), i32(PW),
                                  i32(sampling_ratio), i32(K), i32(c_chunk), i32(narrow), np.uint32(m_bins),
                                  np.uint32(m_pw), out))
+        if layout == "NHWC":
+            nhwc[...] = out.transpose(0, 2, 3, 1)
         return native

@@ -31,12 +31,14 @@ def ipp(enabled):
 
 
 def cv2_resize(img, size, mode):
-    """The reference: cv2.resize on one HWC/HW image (float16 through float32; more than 4
-    channels plane by plane, as the CPU backend and the kernels take them)."""
+    """The reference: cv2.resize on one HWC/HW image with IPP off (OpenCV's own code, which
+    the kernels and the CPU backend compute; float16 through float32; more than 4 channels
+    plane by plane, as the CPU backend and the kernels take them)."""
     if img.ndim == 3 and img.shape[2] > 4:
         return np.stack([cv2_resize(img[:, :, c], size, mode) for c in range(img.shape[2])], axis=2)
     src = img.astype(np.float32) if img.dtype == np.float16 else img
-    res = cv2.resize(src, (size[1], size[0]), interpolation=FLAGS[mode])
+    with ipp(False):
+        res = cv2.resize(src, (size[1], size[0]), interpolation=FLAGS[mode])
     if img.ndim == 3 and res.ndim == 2:
         res = res[:, :, None]
     return res.astype(img.dtype)

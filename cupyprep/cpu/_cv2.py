@@ -21,7 +21,11 @@ def cv2_module():
 def without_ipp(cv2):
     """OpenCV's own code rather than Intel IPP's for the calls inside: ``cv2.ipp.setUseIPP``
     is per thread, so this thread's setting is turned off and put back after, and other
-    threads' calls are untouched."""
+    threads' calls are untouched.
+
+    The CPU backend makes every OpenCV call inside this: the kernels reproduce OpenCV's own
+    arithmetic, and IPP rounds otherwise (float32 / uint16 linear and cubic resizes, uint8
+    cubic, float32 color conversions, some warps); docs/exactness.md gives the figures."""
     before = cv2.ipp.useIPP()
     cv2.ipp.setUseIPP(False)
     try:

@@ -31,7 +31,9 @@ def _resize_hwc(img, size, flag):
         planes = [_resize_hwc(src[:, :, c], size, flag) for c in range(src.shape[2])]
         res = np.stack(planes, axis=2)
     else:
-        res = cv2.resize(np.ascontiguousarray(src), (w, h), interpolation=flag)
+        # IPP off: see without_ipp (stock cv2 differs by up to 1 for uint8 cubic)
+        with without_ipp(cv2):
+            res = cv2.resize(np.ascontiguousarray(src), (w, h), interpolation=flag)
         if src.ndim == 3 and res.ndim == 2:
             res = res[:, :, None]
     return res.astype(img.dtype, copy=False)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cv2 import cv2_module
+from ._cv2 import cv2_module, without_ipp
 from .antialias import resize_plane_stack
 from .geometry import _CV2_INTERPOLATION, _resize_hwc
 from .normalize import normalize
@@ -32,8 +32,9 @@ def place(img, size, plan, interpolation, pad, antialias=False):
     top, left = max(oy, 0), max(ox, 0)
     bottom, right = H - top - part.shape[0], W - left - part.shape[1]
     work = part.astype(np.float32) if part.dtype == np.float16 else part
-    canvas = cv2.copyMakeBorder(work, top, bottom, left, right, cv2.BORDER_CONSTANT,
-                                value=tuple(pad) + (0.0,) * (4 - len(pad)))
+    with without_ipp(cv2):
+        canvas = cv2.copyMakeBorder(work, top, bottom, left, right, cv2.BORDER_CONSTANT,
+                                    value=tuple(pad) + (0.0,) * (4 - len(pad)))
     if canvas.ndim == 2:
         canvas = canvas[:, :, None]
     return canvas.astype(img.dtype, copy=False)
