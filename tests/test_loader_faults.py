@@ -349,6 +349,8 @@ def test_a_loader_collected_in_one_of_its_own_threads_does_not_deadlock():
 @pytest.mark.gpu
 @pytest.mark.parametrize("output", ["torch", "cupy"])
 def test_gpu_skip_accounts_for_every_element_and_frees_staging(output):
+    import cupy
+
     if output == "torch":
         pytest.importorskip("torch")
     rng = np.random.default_rng(7)
@@ -365,11 +367,10 @@ def test_gpu_skip_accounts_for_every_element_and_frees_staging(output):
         for batch, meta in loader:
             assert batch.shape[0] == len(meta.index)
             seen.extend(meta.index.tolist())
-            # each kept frame's batch row is preprocess of that frame alone
-            first = int(meta.index[0])
-            want, _ = cupyprep.preprocess([elements[first]], (32, 32))
+            # the batch's first row is preprocess of that frame alone, on the device
+            want, _ = cupyprep.preprocess([cupy.asarray(elements[int(meta.index[0])])], (32, 32))
             got = batch[:1].cpu().numpy() if output == "torch" else batch[:1].get()
-            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(got, want.get())
     assert seen == [i for i in range(600) if not planted[i]]
     assert [s.index for s in loader.skipped] == [i for i in range(600) if planted[i]]
     assert all(s.capacity == 0 and s.host is None and s.dev is None for s in loader._pipe.slots)
