@@ -5,6 +5,7 @@ kind out (PyTorch CUDA tensors without a copy). NumPy inputs run on the CPU back
 (OpenCV), with the same semantics.
 """
 from . import detection, geometry  # noqa: F401  (the earlier module paths, still importable)
+from ._allocators import DeviceMemoryError
 from ._kernels import KernelCompileError, warmup
 from .augment import random_affine
 from .boxes import (
@@ -38,7 +39,7 @@ from .matrices import (
 )
 from .nms import Detections, batched_nms, multiclass_nms, nms
 from .normalize import IMAGENET_MEAN, IMAGENET_STD, normalize
-from .pipeline import Loader, LoaderMeta
+from .pipeline import Loader, LoaderMeta, Skipped
 from .preprocess import PreprocessMeta, preprocess
 from .resize import resize
 from .roi_align import roi_align
@@ -73,6 +74,7 @@ __all__ = [
     "release_graph_memory",
     "Loader",
     "LoaderMeta",
+    "Skipped",
     "show",
     "nms",
     "batched_nms",
@@ -88,6 +90,7 @@ __all__ = [
     "encode_boxes",
     "decode_yolo",
     "KernelCompileError",
+    "DeviceMemoryError",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "__version__",
