@@ -60,7 +60,10 @@ def _read_image(value, flags):
     if isinstance(value, (str, os.PathLike)):
         path = os.fspath(value)
         # the file the caller named, opened as it is: nothing here joins, resolves or
-        # searches other paths
+        # searches other paths. OpenCV takes a C string: a NUL would end the name early
+        # and open another file (the OS refuses such names everywhere else)
+        if "\0" in path:
+            raise ValueError(f"a file path may not contain a NUL character, got {path!r}")
         frame = cv2.imread(path, flags)
         if frame is None:
             raise _unreadable(path)

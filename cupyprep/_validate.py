@@ -65,7 +65,7 @@ def out_dtype(name, dtype, allowed):
         return np.dtype(dtype)  # the common form (allowed holds dtype names)
     try:
         dt = np.dtype(dtype)
-    except TypeError:
+    except (TypeError, ValueError, SyntaxError):  # NumPy parses some strings as a record format
         raise TypeError(f"{name}: expected one of {list(allowed)}, got {dtype!r}") from None
     if dt.name not in allowed:
         raise ValueError(f"{name}: expected one of {list(allowed)}, got {dt.name!r}")
