@@ -5,6 +5,7 @@ kind out (PyTorch CUDA tensors without a copy). NumPy inputs run on the CPU back
 (OpenCV), with the same semantics.
 """
 from . import detection, geometry  # noqa: F401  (the earlier module paths, still importable)
+from ._allocators import DeviceMemoryError
 from ._kernels import GPUUnavailableError, KernelCompileError, warmup
 from ._validate import UnitsWarning
 from .augment import random_affine
@@ -43,7 +44,7 @@ from .matrices import (
 from .nms import Detections, batched_nms, multiclass_nms, nms
 from .normalize import IMAGENET_MEAN, IMAGENET_STD, denormalize, normalize
 from .photometric import JitterParams, color_jitter, hsv_gain
-from .pipeline import Loader, LoaderMeta
+from .pipeline import Loader, LoaderMeta, Skipped
 from .preprocess import PreprocessMeta, preprocess
 from .resize import resize
 from .roi_align import roi_align
@@ -90,6 +91,7 @@ __all__ = [
     "release_graph_memory",
     "Loader",
     "LoaderMeta",
+    "Skipped",
     "show",
     "nms",
     "batched_nms",
@@ -107,6 +109,7 @@ __all__ = [
     "KernelCompileError",
     "GPUUnavailableError",
     "UnitsWarning",
+    "DeviceMemoryError",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "__version__",

@@ -4,9 +4,11 @@ graphs captured from CuPy arrays."""
 from __future__ import annotations
 
 import functools
+import re
+import sys
 
 __all__ = ["torch_malloc", "torch_allocations", "captured_allocations", "release_kept_for_graphs",
-           "KEPT_FOR_GRAPHS"]
+           "KEPT_FOR_GRAPHS", "DeviceMemoryError", "out_of_memory"]
 
 
 class _TorchBlock:
@@ -125,3 +127,66 @@ def _thread_allocator():
     get = getattr(memory, "_get_thread_local_allocator", None)
     put = getattr(memory, "_set_thread_local_allocator", None)
     return (get, put) if get is not None and put is not None else None
+
+# --- running out of device memory ----------------------------------------------------------------
+class DeviceMemoryError(MemoryError):
+    """An op found too little free device memory. ``op`` names the op, ``nbytes`` the
+    allocation that failed (None where the allocator did not say), ``device`` the device.
+
+    Raised from the allocator's own error (its ``__cause__``); it is also an instance of
+    that error's type (``cupy.cuda.memory.OutOfMemoryError`` or ``torch.OutOfMemoryError``),
+    so handlers written for those still catch it. Nothing of the failed call stays
+    allocated: the next call, with memory to spare, works."""
+
+    def __init__(self, message, op=None, nbytes=None, device=None):
+        MemoryError.__init__(self, message)
+        self.op = op
+        self.nbytes = nbytes
+        self.device = device
+
+
+_TORCH_ASKED = re.compile(r"Tried to allocate ([0-9.]+) ([KMGT]?i?B)")
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+_error_types: dict = {}
+
+
+def _oom_types():
+    """The allocators' out-of-memory exception types among those imported."""
+    types = []
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        types.append(cupy.cuda.memory.OutOfMemoryError)
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "OutOfMemoryError"):
+        types.append(torch.OutOfMemoryError)
+    return tuple(types)
+
+
+def _asked(exc):
+    """The bytes the failed allocation asked for, or None."""
+    size = getattr(exc, "_size", None)  # CuPy's OutOfMemoryError keeps it
+    if isinstance(size, int):
+        return size
+    m = _TORCH_ASKED.search(str(exc))
+    if m and m.group(2) in _UNITS:
+        return int(float(m.group(1)) * _UNITS[m.group(2)])
+    return None
+
+
+def out_of_memory(exc, op, device=None):
+    """A :class:`DeviceMemoryError` for the allocator error ``exc`` in ``op``, or None where
+    ``exc`` is not an out-of-memory error (or is one of ours already)."""
+    if isinstance(exc, DeviceMemoryError) or not isinstance(exc, _oom_types()):
+        return None
+    base = type(exc)
+    cls = _error_types.get(base)
+    if cls is None:
+        cls = _error_types[base] = type(f"DeviceMemoryError[{base.__module__}.{base.__name__}]",
+                                        (DeviceMemoryError, base), {"__module__": __name__})
+    nbytes = _asked(exc)
+    asked = f"{nbytes:,} bytes ({nbytes / 2**20:.1f} MiB)" if nbytes is not None else "memory"
+    where = f" on device {device}" if device is not None else ""
+    return cls(f"{op}: out of device memory{where}: asked for {asked}; use smaller batches, free "
+               f"memory held elsewhere (CuPy's pool: cupy.get_default_memory_pool().free_all_blocks(); "
+               f"torch: torch.cuda.empty_cache()) or another device. The allocator said: {exc}",
+               op=op, nbytes=nbytes, device=device)

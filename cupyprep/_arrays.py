@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 from . import _kernels
-from ._allocators import captured_allocations, torch_allocations
+from ._allocators import captured_allocations, out_of_memory, torch_allocations
 from ._streams import chosen_stream, cupy_stream, local, order_after, torch_current_stream
 from ._torch import TensorView, from_torch, is_torch, tensor_type, torch_bf16, torch_dtype
 
@@ -312,10 +312,51 @@ class _Launch:
         if self._outer is not _NOT_ENTERED:
             local.launch = self._outer
             self._outer = _NOT_ENTERED
+        if exc_type is not None and issubclass(exc_type, (MemoryError, RuntimeError)):
+            # every device allocation of an op happens in here: an allocator's
+            # out-of-memory error becomes one that names the op and the size asked
+            error = out_of_memory(exc, _op_name(tb), _launch_device(self._call))
+            if error is not None:
+                raise error from exc
         return False
 
 
 _NOT_ENTERED = object()
+
+
+def _op_name(tb):
+    """``cupyprep.<op>``: the outermost public cupyprep function on the stack above the
+    launch (the call the user made), else the function that entered the launch."""
+    frame = tb.tb_frame if tb is not None else sys._getframe(1)
+    inner = frame.f_code.co_name
+    public = _public_names()
+    found = None
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        name = frame.f_code.co_name
+        if module.startswith("cupyprep.") and name in public.get(module, ()):
+            found = f"{'cupyprep.cv2compat' if module.endswith('cv2compat') else 'cupyprep'}.{name}"
+        frame = frame.f_back
+    return found or f"cupyprep ({inner})"
+
+
+def _public_names():
+    """Public function names by defining module (``cupyprep.__all__``, cv2compat's)."""
+    out = {}
+    for package in ("cupyprep", "cupyprep.cv2compat"):
+        mod = sys.modules.get(package)
+        for name in getattr(mod, "__all__", ()):
+            fn = getattr(mod, name, None)
+            module = getattr(fn, "__module__", None)
+            if callable(fn) and module:
+                out.setdefault(module, set()).add(getattr(fn, "__name__", name))
+    return out
+
+
+def _launch_device(call):
+    if call.device and call.kind != "numpy":
+        return _device_id(call.array)
+    return None
 
 
 def _device_id(array) -> int:

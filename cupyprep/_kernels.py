@@ -112,6 +112,8 @@ def read_source(filename: str) -> str:
     Inlining (rather than ``-I``) makes the text handed to the compiler complete, so CuPy's
     disk cache, keyed by source text, notices an edited header.
     """
+    if not isinstance(filename, str) or Path(filename).name != filename or filename in ("", ".", ".."):
+        raise ValueError(f"filename: expected the name of a file in kernels/, got {filename!r}")
     path = kernel_dir() / filename
     if not path.is_file():
         raise FileNotFoundError(f"no kernel source kernels/{filename}")

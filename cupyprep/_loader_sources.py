@@ -59,16 +59,38 @@ def _read_image(value, flags):
 
     if isinstance(value, (str, os.PathLike)):
         path = os.fspath(value)
+        # the file the caller named, opened as it is: nothing here joins, resolves or
+        # searches other paths. OpenCV takes a C string: a NUL would end the name early
+        # and open another file (the OS refuses such names everywhere else)
+        if "\0" in path:
+            raise ValueError(f"a file path may not contain a NUL character, got {path!r}")
         frame = cv2.imread(path, flags)
         if frame is None:
-            raise FileNotFoundError(f"could not read an image from {path!r} (missing, unreadable "
-                                    f"or not an image format OpenCV decodes)")
+            raise _unreadable(path)
         return frame, path
     buf = np.frombuffer(value, np.uint8)
+    if buf.size == 0:
+        raise ValueError("could not decode 0 bytes as an image (empty)")
     frame = cv2.imdecode(buf, flags)
     if frame is None:
         raise ValueError(f"could not decode {len(buf)} bytes as an image")
     return frame, None
+
+
+def _unreadable(path):
+    """Why OpenCV gave no image for ``path``: the error to raise."""
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        return FileNotFoundError(f"no such file: {path!r}")
+    except OSError as exc:
+        return OSError(f"could not read {path!r}: {exc.strerror or exc}")
+    if os.path.isdir(path):
+        return IsADirectoryError(f"expected an image file, got the directory {path!r}")
+    if size == 0:
+        return ValueError(f"{path!r} is an empty file (0 bytes)")
+    return ValueError(f"could not decode {path!r} ({size} bytes) as an image (truncated, corrupt, "
+                      f"unreadable or not an image format OpenCV decodes)")
 
 
 def _as_frame(value, flags):
@@ -117,13 +139,31 @@ def load(sample, source, decode, flags):
                             f"not before), got {_arrays.describe(frame)}")
         if frame.ndim not in (2, 3) or frame.shape[0] == 0 or frame.shape[1] == 0:
             raise ValueError(f"expected a non-empty HWC or HW frame, got {_arrays.describe(frame)}")
+        if frame.ndim == 3 and frame.shape[2] not in (1, 3, 4):
+            raise ValueError(f"expected 1, 3 or 4 channels, got {_arrays.describe(frame)}")
         return frame, path, target
     except Exception as exc:
         where = f"source element {sample.position}"
-        if isinstance(sample.value, (str, os.PathLike)) and os.fspath(sample.value) not in str(exc):
-            where += f" ({os.fspath(sample.value)!r})"
-        try:
-            named = type(exc)(f"{where}: {exc}")
-        except Exception:  # an exception type that wants other arguments goes as it is
-            raise exc from None
-        raise named from exc
+        path = path_of(sample)
+        if path is not None and path not in str(exc):
+            where += f" ({path!r})"
+        error = named(exc, where)
+        if error is exc:
+            raise
+        raise error from exc
+
+
+def path_of(sample):
+    """The file path a sample names, or None."""
+    if isinstance(sample.value, (str, os.PathLike)):
+        return os.fspath(sample.value)
+    return None
+
+
+def named(exc, where):
+    """``exc`` with ``where`` (the source element) in front of its message: the same type
+    where it can be made from one message, else ``exc`` itself."""
+    try:
+        return type(exc)(f"{where}: {exc}")
+    except Exception:  # an exception type that wants other arguments goes as it is
+        return exc

@@ -39,7 +39,7 @@ def read_back(x, what, hint):
     graph capture, where a read back would invalidate the capture (torch then reports that
     at its end without naming the cause), a ``ValueError`` instead: "``what`` is read back
     to the host by this call, ...; ``hint``"."""
-    if not (isinstance(x, (np.ndarray, np.generic)) or (is_torch(x) and x.device.type == "cpu")):
+    if _is_cupy(x) or (is_torch(x) and x.device.type != "cpu"):  # only device values need a read
         refuse_under_capture(what, hint)
     return to_host(x)
 

@@ -19,6 +19,8 @@ __all__ = [
     "list_images",
     "per_channel",
     "number",
+    "flag",
+    "as_numbers",
     "positive_int",
     "iou_threshold",
     "units",
@@ -70,11 +72,33 @@ def out_dtype(name, dtype, allowed):
         return np.dtype(dtype)  # the common form (allowed holds dtype names)
     try:
         dt = np.dtype(dtype)
-    except TypeError:
+    except (TypeError, ValueError, SyntaxError):  # NumPy parses some strings as a record format
         raise TypeError(f"{name}: expected one of {list(allowed)}, got {dtype!r}") from None
     if dt.name not in allowed:
         raise ValueError(f"{name}: expected one of {list(allowed)}, got {dt.name!r}")
     return dt
+
+
+def flag(name, value):
+    """A bool (Python's or NumPy's; the ints 0 and 1 too)."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral) and value in (0, 1)):
+        return bool(value)
+    raise TypeError(f"{name}: expected True or False, got {value!r}")
+
+
+def as_numbers(name, value, dtype=np.float64, xp=np):
+    """``value`` (an array or nested sequences of numbers) as an ``xp`` array of ``dtype``
+    (of its own numeric dtype when ``dtype`` is None); a TypeError naming ``name`` for
+    anything else (strings, None, mappings, objects)."""
+    if value is None or isinstance(value, (str, bytes, dict, set)):
+        raise TypeError(f"{name}: expected an array of numbers, got {value!r}")
+    try:
+        a = xp.asarray(value, dtype=dtype)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected an array of numbers, got {describe(value)}") from None
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"{name}: expected an array of numbers, got {describe(a)}")
+    return a
 
 
 def number(name, value):
@@ -168,8 +192,9 @@ def _list_image(name, i, array, first, c0, same_ndim):
         raise ValueError(f"{where}: expected a non-empty image, got {describe(array)}")
 
 
-def per_channel(name, value, channels, default):
-    """A scalar or a length-``channels`` sequence, as a tuple of floats."""
+def per_channel(name, value, channels, default, image="the image"):
+    """A scalar or a length-``channels`` sequence, as a tuple of floats (``image`` names
+    the argument whose channels these are, for the error)."""
     if value is None:
         return (float(default),) * channels
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
@@ -183,7 +208,7 @@ def per_channel(name, value, channels, default):
         raise TypeError(f"{name}: expected a number or a sequence of numbers, got {value!r}") from None
     if np.ndim(value) != 1 or len(values) != channels:
         raise ValueError(
-            f"{name}: expected {channels} values (one per channel), got {len(values)}: {value!r}"
+            f"{name}: expected {channels} values (one per channel of {image}), got {len(values)}: {value!r}"
         )
     return tuple(values)
 
@@ -279,6 +304,6 @@ def positive_int(name, value, allow_none=False):
     """``value`` as a positive int (or None where allowed); a ValueError naming ``name``."""
     if value is None and allow_none:
         return None
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 0 < value < 2**63:
         raise ValueError(f"{name}: expected a positive int{' or None' if allow_none else ''}, got {value!r}")
     return int(value)

@@ -211,6 +211,7 @@ def warp_images(images, matrix, size, interpolation, border_mode, border_value, 
     dh, dw = _validate.size_hw("size", size)
     interpolation = _validate.choice("interpolation", interpolation, warp_spec.INTERPOLATIONS)
     border_mode = _validate.choice("border_mode", border_mode, warp_spec.BORDER_MODES)
+    inverse_map = _validate.flag("inverse_map", inverse_map)
     dtype = np.dtype(arrays.dtype if uniform else arrays[0].dtype)
     if c > 4:
         raise ValueError(f"{name}: expected 1 to 4 channels, got {c}")

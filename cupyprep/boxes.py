@@ -139,6 +139,10 @@ def prior_boxes(image_size, min_sizes, steps, clip=False):
     >>> priors = cupyprep.prior_boxes((640, 640), [[16, 32], [64, 128], [256, 512]], [8, 16, 32])   # doctest: +SKIP
     """
     H, W = _validate.size_hw("image_size", image_size)
+    for name, value in (("min_sizes", min_sizes), ("steps", steps)):
+        if not isinstance(value, (list, tuple, np.ndarray)) or (isinstance(value, np.ndarray) and value.ndim == 0):
+            raise TypeError(f"{name}: expected a sequence with one entry per feature level, got {value!r}")
+    clip = _validate.flag("clip", clip)
     if len(min_sizes) != len(steps):
         raise ValueError(f"min_sizes: expected one entry per step ({len(steps)}), got {len(min_sizes)}")
     out = []
@@ -146,8 +150,12 @@ def prior_boxes(image_size, min_sizes, steps, clip=False):
         step = _validate.number("steps", step)
         if step <= 0:
             raise ValueError(f"steps: expected positive values, got {steps!r}")
+        if not np.isfinite(step):
+            raise ValueError(f"steps: expected finite values, got {steps!r}")
         fh, fw = int(np.ceil(H / step)), int(np.ceil(W / step))
-        sizes = np.asarray(sizes, np.float64).reshape(-1)
+        sizes = _validate.as_numbers("min_sizes", sizes).reshape(-1)
+        if not np.all(np.isfinite(sizes)):
+            raise ValueError(f"min_sizes: expected finite sizes, got {min_sizes!r}")
         i, j, k = np.meshgrid(np.arange(fh), np.arange(fw), np.arange(len(sizes)), indexing="ij")
         cx = (j + 0.5) * step / W
         cy = (i + 0.5) * step / H
@@ -160,15 +168,17 @@ def prior_boxes(image_size, min_sizes, steps, clip=False):
     return pri.astype(np.float32)
 
 
-def _priors_for(call, priors, n):
+def _priors_for(call, priors, n, head):
     """``priors`` (n, 4) for a decoder of ``call``'s input: priors on the input's device,
     of its kind, are used where they are (not read back to the host); others as float32
     NumPy (uploaded by the decoder)."""
     p = call.sibling(priors, "priors")
     if p is None:
-        p = np.asarray(_transfers.to_host(priors), np.float32)
+        host = _transfers.to_host(priors) if hasattr(priors, "shape") else priors
+        p = _validate.as_numbers("priors", host, np.float32)
     if p.ndim != 2 or p.shape != (n, 4):
-        raise ValueError(f"priors: expected shape ({n}, 4), got {_arrays.describe(priors)}")
+        raise ValueError(f"priors: expected shape ({n}, 4) (one per row of {head}), got "
+                         f"{_arrays.describe(priors)}")
     return p
 
 
@@ -213,7 +223,7 @@ def decode_boxes(loc, priors, variances=(0.1, 0.2)):
     """
     call, arr = _head_arg("loc", loc, lambda k: k == 4, "(..., P, 4)")
     v = _variances(variances)
-    p = _priors_for(call, priors, arr.shape[-2])
+    p = _priors_for(call, priors, arr.shape[-2], "loc")
 
     if not call.device:
         return call.result(cpu.decode_anchors(arr, p, v))
@@ -236,7 +246,7 @@ def decode_landmarks(pre, priors, variances=(0.1, 0.2)):
     """
     call, arr = _head_arg("pre", pre, lambda k: k > 0 and k % 2 == 0, "(..., P, 2L)")
     v = _variances(variances)
-    p = _priors_for(call, priors, arr.shape[-2])
+    p = _priors_for(call, priors, arr.shape[-2], "pre")
 
     if not call.device:
         return call.result(cpu.decode_landmarks(arr, p, v))
@@ -261,7 +271,14 @@ def _device_priors(call, priors):
 def encode_boxes(boxes, priors, variances=(0.1, 0.2)):
     """The inverse of :func:`decode_boxes` (NumPy): xyxy boxes (..., P, 4) in the priors'
     units -> offsets (..., P, 4) float32. For making targets and synthetic head outputs."""
-    return cpu.encode_anchors(np.asarray(boxes), np.asarray(priors), _variances(variances))
+    b = _validate.as_numbers("boxes", boxes, None)
+    p = _validate.as_numbers("priors", priors, None)
+    if b.ndim < 2 or b.shape[-1] != 4:
+        raise ValueError(f"boxes: expected shape (..., P, 4), got {_arrays.describe(b)}")
+    if p.shape != (b.shape[-2], 4):
+        raise ValueError(f"priors: expected shape ({b.shape[-2]}, 4) (one per row of boxes), got "
+                         f"{_arrays.describe(p)}")
+    return cpu.encode_anchors(b, p, _variances(variances))
 
 
 def decode_yolo(pred, *, objectness=True, layout="auto"):
@@ -293,6 +310,7 @@ def decode_yolo(pred, *, objectness=True, layout="auto"):
     >>> det = cupyprep.multiclass_nms(boxes, scores, score_threshold=0.25)   # doctest: +SKIP
     """
     layout = _validate.choice("layout", layout, ("auto", "rows", "channels"))
+    objectness = _validate.flag("objectness", objectness)
     extra = 5 if objectness else 4
     call = _arrays.prepare(pred, "pred")
     arr = call.array

@@ -60,7 +60,7 @@ def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFAC
         lm = unwrap(landmarks)[0]
         lm = call.convert(landmarks, "landmarks") if (call.device and not isinstance(lm, np.ndarray)) else lm
         xp = call.xp if call.device else np
-        lm = xp.asarray(lm, dtype=xp.float64)
+        lm = _validate.as_numbers("landmarks", lm, xp.float64, xp)
         if lm.ndim != 3 or lm.shape[1:] != tmpl.shape:
             raise ValueError(f"landmarks: expected shape (F, {tmpl.shape[0]}, 2), got {_arrays.describe(lm)}")
         idx = _transfers.read_back(unwrap(image_index)[0], "image_index", "align_faces reads it (and its fits' "
@@ -68,10 +68,11 @@ def align_faces(images, landmarks, image_index, size=(112, 112), template=ARCFAC
             if not isinstance(image_index, (list, tuple)) else np.asarray(image_index)
         idx = np.asarray(idx)
         if idx.shape != (lm.shape[0],) or (idx.size and idx.dtype.kind not in "iu"):
-            raise ValueError(f"image_index: expected ({lm.shape[0]},) integers, got shape {idx.shape} "
-                             f"dtype {idx.dtype}")
+            raise ValueError(f"image_index: expected ({lm.shape[0]},) integers (one per face of landmarks), "
+                             f"got shape {idx.shape} dtype {idx.dtype}")
         if idx.size and (idx.min() < 0 or idx.max() >= n_src):
-            raise ValueError(f"image_index: expected values in [0, {n_src}), got {idx.min()}..{idx.max()}")
+            raise ValueError(f"image_index: expected values in [0, {n_src}) (images holds {n_src}), got "
+                             f"{idx.min()}..{idx.max()}")
         if uniform and arrays.ndim != 4:
             raise ValueError(f"images: expected an NHWC batch or a list of images, got {_arrays.describe(arrays)}")
         if lm.shape[0] == 0:

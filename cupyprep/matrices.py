@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from . import _arrays, _matrix_math, _transfers
+from . import _arrays, _matrix_math, _transfers, _validate
 from ._arrays import unwrap, xp_of
 
 __all__ = ["get_rotation_matrix_2d", "get_affine_transform", "get_perspective_transform",
@@ -47,14 +47,23 @@ def get_rotation_matrix_2d(center, angle, scale=1.0):
     >>> M = cupyprep.get_rotation_matrix_2d((255.5, 255.5), 30.0)      # doctest: +SKIP
     """
     xp = xp_of(center, angle, scale)
-    c = xp.asarray(center, dtype=xp.float64)
-    a = xp.asarray(angle, dtype=xp.float64) * (math.pi / 180)
-    s = xp.asarray(scale, dtype=xp.float64)
-    if c.shape[-1:] != (2,):
+    c = _validate.as_numbers("center", center, xp.float64, xp)
+    a = _validate.as_numbers("angle", angle, xp.float64, xp) * (math.pi / 180)
+    s = _validate.as_numbers("scale", scale, xp.float64, xp)
+    if c.shape[-1:] != (2,) or c.ndim > 2:
         raise ValueError(f"center: expected (x, y) or shape (N, 2), got shape {c.shape}")
-    alpha, beta = xp.cos(a) * s, xp.sin(a) * s
-    cx, cy = c[..., 0], c[..., 1]
-    alpha, beta, cx, cy = xp.broadcast_arrays(alpha, beta, cx, cy)
+    for name, v in (("angle", a), ("scale", s)):
+        if v.ndim > 1 or (v.ndim == 1 and c.ndim == 2 and v.shape[0] not in (1, c.shape[0])) or \
+                (v.ndim == 1 and c.ndim == 1 and v.shape[0] < 1):
+            raise ValueError(f"{name}: expected a number or one per center (N,), got shape {v.shape} "
+                             f"for centers of shape {c.shape}")
+    try:
+        alpha, beta = xp.cos(a) * s, xp.sin(a) * s
+        cx, cy = c[..., 0], c[..., 1]
+        alpha, beta, cx, cy = xp.broadcast_arrays(alpha, beta, cx, cy)
+    except ValueError:
+        raise ValueError(f"angle, scale: expected numbers or one per center, got shapes {a.shape} and "
+                         f"{s.shape} for centers of shape {c.shape}") from None
     rows = [xp.stack([alpha, beta, (1 - alpha) * cx - beta * cy], axis=-1),
             xp.stack([-beta, alpha, beta * cx + (1 - alpha) * cy], axis=-1)]
     return xp.stack(rows, axis=-2)
@@ -76,7 +85,7 @@ def invert_affine_transform(matrix):
 
 def _points(name, pts, count=None):
     xp = xp_of(pts)
-    a = xp.asarray(pts, dtype=xp.float64)
+    a = _validate.as_numbers(name, pts, xp.float64, xp)
     if a.ndim not in (2, 3) or a.shape[-1] != 2 or (count is not None and a.shape[-2] != count):
         k = count if count is not None else "K"
         raise ValueError(f"{name}: expected shape ({k}, 2) or (N, {k}, 2), got {_arrays.describe(a)}")
@@ -126,7 +135,8 @@ def get_perspective_transform(src, dst):
     b = xp.concatenate([u, v], axis=-1)[..., None]
     det = xp.linalg.det(a)
     if bool(xp.any(xp.abs(det) < 1e-12)):
-        raise ValueError("src: degenerate points (three of them collinear); no homography maps them")
+        raise ValueError("src, dst: degenerate points (three of src or of dst collinear); no homography "
+                         "maps them")
     h = xp.linalg.solve(a, b)[..., 0]
     h = xp.concatenate([h, xp.ones(h.shape[:-1] + (1,))], axis=-1)
     return h.reshape(h.shape[:-1] + (3, 3))
@@ -151,6 +161,8 @@ def estimate_similarity(src, dst):
     """
     s, d = _points("src", src), _points("dst", dst)
     xp = xp_of(s, d)
+    if s.shape != d.shape:
+        raise ValueError(f"dst: expected the shape of src {s.shape}, got {d.shape}")
     if s.shape[-2] < 2:
         raise ValueError(f"src: expected at least 2 points, got {s.shape[-2]}")
     if xp is not np:  # on_input_device made the points' device and stream current
@@ -174,11 +186,15 @@ def transform_points(points, matrix):
     m, _ = unwrap(matrix)
     xp = xp_of(pts, m)
     hint = "pass it on the other argument's device"
+    if not hasattr(pts, "shape"):
+        pts = _validate.as_numbers("points", pts)
+    if not hasattr(m, "shape"):
+        m = _validate.as_numbers("matrix", m)
     pts = _transfers.upload(xp, pts, "points", hint, np.float64)
     m = _transfers.upload(xp, m, "matrix", hint, np.float64)
-    if m.shape[-1] != 3 or m.shape[-2] not in (2, 3) or m.ndim not in (2, 3):
+    if m.ndim not in (2, 3) or m.shape[-1] != 3 or m.shape[-2] not in (2, 3):
         raise ValueError(f"matrix: expected shape (2, 3), (3, 3) or (N, 2|3, 3), got {_arrays.describe(m)}")
-    if pts.shape[-1:] != (2,):
+    if pts.ndim == 0 or pts.shape[-1:] != (2,):
         raise ValueError(f"points: expected a last axis of 2 (x, y), got {_arrays.describe(pts)}")
     if m.ndim == 3:
         if pts.shape[0] != m.shape[0]:

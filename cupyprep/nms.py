@@ -277,7 +277,7 @@ def multiclass_nms(boxes, scores, *, iou_threshold=0.5, score_threshold=None, to
     sthr = None if score_threshold is None else _validate.number("score_threshold", score_threshold)
     top_k = _validate.positive_int("top_k", top_k, allow_none=True)
     D = _validate.positive_int("max_detections", max_detections)
-    agnostic = bool(class_agnostic)
+    agnostic = _validate.flag("class_agnostic", class_agnostic)
     per_box = 1 if (agnostic or C == 1) else C
     if N * per_box >= 2**31:
         raise ValueError(f"scores: expected fewer than 2**31 candidates per image, got {N * per_box}")

@@ -85,13 +85,13 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
     if layout.startswith("N") and not geo.batched:
         raise ValueError(f"layout: {layout!r} expects a 4-D NHWC batch, got {_arrays.describe(arr)}")
     given = mean is not None or std is not None
-    mean = _validate.per_channel("mean", mean, geo.c, 0.0)
-    std = _validate.per_channel("std", std, geo.c, 1.0)
+    mean = _validate.per_channel("mean", mean, geo.c, 0.0, "img")
+    std = _validate.per_channel("std", std, geo.c, 1.0, "img")
     if any(s == 0 for s in std):
         raise ValueError(f"std: expected non-zero values, got {std}")
     scale = _validate.number("scale", scale)
     _validate.units("normalize", mean, std, given, scale, in_dtype, default_scale=1.0)
-    swap_rb = bool(swap_rb)
+    swap_rb = _validate.flag("swap_rb", swap_rb)
     if not call.device:
         res = cpu.normalize(arr, mean, std, scale, swap_rb, channels_last_out, out_dtype)
         return call.result(res, out)

@@ -32,6 +32,7 @@ import os
 import queue
 import threading
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,7 +42,7 @@ from .preprocess import PreprocessMeta, preprocess
 # preprocess's own defaults, for the outputs a Loader allocates for it
 _PREPROCESS_DEFAULTS = {k: p.default for k, p in inspect.signature(preprocess).parameters.items()}
 
-__all__ = ["Loader", "LoaderMeta"]
+__all__ = ["Loader", "LoaderMeta", "Skipped"]
 
 _STAGING_BUFFERS = 3
 _POLL_S = 0.05  # how often blocked threads look at the stop flag
@@ -55,25 +56,41 @@ class LoaderMeta(PreprocessMeta):
     Extra attributes: ``index`` (N,) int64 position of each frame in the source;
     ``items`` the file path of each frame (None for frames that were not files);
     ``targets`` the rest of each dataset sample (``(image, target)`` → ``target``; None
-    where there was none).
+    where there was none); ``skipped`` the :class:`Skipped` elements
+    (``on_error="skip"``) left out since the previous batch, in source order.
     """
 
     index: np.ndarray = None
     items: tuple = ()
     targets: tuple = ()
+    skipped: tuple = ()
 
 
+class Skipped(NamedTuple):
+    """A source element a ``Loader(on_error="skip")`` left out: its position in the source,
+    its file path (None when it was not a path) and why."""
+
+    index: int
+    item: object
+    reason: str
 
 
 class _Done:
-    """A finished future, for samples that need no decoding."""
+    """A finished future, for samples that need no decoding (the call runs at once; its
+    exception is raised by ``result()``, in the batch's turn, like a pool's future)."""
 
-    __slots__ = ("_value",)
+    __slots__ = ("_exc", "_value")
 
-    def __init__(self, value):
-        self._value = value
+    def __init__(self, fn, *args):
+        self._value = self._exc = None
+        try:
+            self._value = fn(*args)
+        except Exception as exc:
+            self._exc = exc
 
     def result(self, timeout=None):
+        if self._exc is not None:
+            raise self._exc
         return self._value
 
 
@@ -116,7 +133,7 @@ class _Stopped(Exception):
 # --- the pipeline state (no reference to the Loader, so the Loader can be collected) ------------
 class _Pipeline:
     def __init__(self, source, size, batch_size, device, output, workers, copy_threads, prefetch,
-                 decode, flags, drop_last, options):
+                 decode, flags, drop_last, options, on_error="raise"):
         self.source = source
         self.size = size
         self.batch_size = batch_size
@@ -140,6 +157,10 @@ class _Pipeline:
         self.closed = False
         self.lock = threading.Lock()
         self.pulled = 0  # source elements taken so far (for backpressure checks)
+        self.on_error = on_error
+        self.skipped = []  # every Skipped so far (the consumer reads it after the last batch too)
+        self.unreported = []  # skipped since the last batch put in the queue
+        self.form = None  # (dtype, channels) of the frames accepted so far, with on_error="skip"
 
     # -- feeder ---------------------------------------------------------------------------------
     def _run(self):
@@ -175,36 +196,94 @@ class _Pipeline:
 
     def _submit(self, sample):
         if self.decode is None and not sample.lazy_index and isinstance(sample.value, np.ndarray):
-            return _Done(_loader_sources.load(sample, self.source, None, self.flags))  # nothing to decode
+            return _Done(_loader_sources.load, sample, self.source, None, self.flags)  # nothing to decode
         return self.decoders.submit(_loader_sources.load, sample, self.source, self.decode, self.flags)
 
     def _feed(self):
         pending = collections.deque()  # batches whose decoding is under way
         batch = []
-        for sample in _loader_sources.samples(self.source):
-            if self.stop.is_set():
-                raise _Stopped
-            self.pulled += 1
-            batch.append((sample.position, self._submit(sample)))
-            if len(batch) == self.batch_size:
+        reading = _loader_sources.samples(self.source)
+        try:
+            for sample in reading:
+                if self.stop.is_set():
+                    raise _Stopped
+                self.pulled += 1
+                batch.append((sample, self._submit(sample)))
+                if len(batch) == self.batch_size:
+                    pending.append(batch)
+                    batch = []
+                    while len(pending) > self.prefetch:
+                        self._emit(pending.popleft())
+        except _Stopped:
+            raise
+        except Exception as exc:
+            # the source itself failed (its iterator raised): the frames read before it
+            # still reach the consumer, then the error, naming the element it stopped at
+            if batch:
                 pending.append(batch)
-                batch = []
-                while len(pending) > self.prefetch:
-                    self._emit(pending.popleft())
+            while pending:
+                self._emit(pending.popleft())
+            self._flush()
+            error = _loader_sources.named(exc, f"source element {self.pulled} (reading the source)")
+            if error is exc:
+                raise
+            raise error from exc
         if batch and not self.drop_last:
             pending.append(batch)
         while pending:
             self._emit(pending.popleft())
+        self._flush()
+
+    def _flush(self):
         if self.staged is not None:
             staged, self.staged = self.staged, None
             self._finish_gpu(staged)
 
+    def _settle(self, batch):
+        """Wait for a batch's decoding: its positions and decoded samples, minus (with
+        ``on_error="skip"``) those that failed, which are recorded instead."""
+        kept = []
+        for sample, future in batch:
+            try:
+                kept.append((sample, self._wait(future)))
+            except _Stopped:
+                raise
+            except Exception as exc:
+                if self.on_error == "raise":
+                    raise
+                self._skip(sample, exc)
+        if self.on_error == "skip" and kept:
+            # a frame unlike the others (dtype, channels) is skipped, not the whole batch
+            form = self.form or _common_form([d[0] for _, d in kept])
+            for sample, d in kept:
+                if _form(d[0]) != form:
+                    dtype, channels = _form(d[0])
+                    self._skip(sample, ValueError(
+                        f"source element {sample.position}: {channels} channel(s) of {dtype} "
+                        f"({_arrays.describe(d[0])}); the Loader's frames have {form[1]} "
+                        f"channel(s) of {form[0]}"))
+            kept = [(sample, d) for sample, d in kept if _form(d[0]) == form]
+            self.form = form
+        positions = [sample.position for sample, _ in kept]
+        decoded = [d for _, d in kept]
+        if self.on_error == "raise":
+            _check_form(positions, [d[0] for d in decoded])
+        return positions, decoded
+
+    def _skip(self, sample, exc):
+        item = _loader_sources.path_of(sample)
+        entry = Skipped(int(sample.position), item, f"{type(exc).__name__}: {exc}")
+        self.skipped.append(entry)
+        self.unreported.append(entry)
+
     def _emit(self, batch):
-        positions = [p for p, _ in batch]
-        decoded = [self._wait(f) for _, f in batch]
+        positions, decoded = self._settle(batch)
+        if not decoded:  # every element skipped: reported with the next batch
+            return
         frames = [d[0] for d in decoded]
-        extra = dict(index=np.array(positions, np.int64), items=tuple(d[1] for d in decoded),
-                     targets=tuple(d[2] for d in decoded))
+        skipped, self.unreported = tuple(sorted(self.unreported)), []
+        extra = {"index": np.array(positions, np.int64), "items": tuple(d[1] for d in decoded),
+                 "targets": tuple(d[2] for d in decoded), "skipped": skipped}
         if self.device is None:
             result, meta = self._process_cpu(frames)
             self._put((result, _with_extra(meta, extra), None))
@@ -318,17 +397,49 @@ class _Pipeline:
                 self.queue.get_nowait()
             except queue.Empty:
                 break
+        # close() may run in one of the pipeline's own threads (garbage collection happens
+        # wherever the last reference goes): that thread cannot wait for itself
+        own = threading.current_thread() in self._own_threads()
         if self.thread.is_alive() and threading.current_thread() is not self.thread:
             self.thread.join(timeout=30)
-        self.decoders.shutdown(wait=True, cancel_futures=True)
+        self.decoders.shutdown(wait=not own, cancel_futures=True)
         if self.copiers is not None:
-            self.copiers.shutdown(wait=True, cancel_futures=True)
-        if self.streams is not None:
-            # pinned and device buffers are freed only after the copies using them
+            self.copiers.shutdown(wait=not own, cancel_futures=True)
+        if self.streams is not None and not own:
+            # pinned and device buffers are freed only after the copies using them (from
+            # a pipeline thread they go with the pipeline object instead)
             for slot in self.slots:
                 slot.release()
 
+    def _own_threads(self):
+        out = [self.thread]
+        for pool in (self.decoders, self.copiers):
+            if pool is not None:
+                out.extend(getattr(pool, "_threads", ()))
+        return out
 
+
+def _form(frame):
+    return frame.dtype, (frame.shape[2] if frame.ndim == 3 else 1)
+
+
+def _common_form(frames):
+    """The (dtype, channels) most frames of a batch have (the earliest on a tie)."""
+    counts = collections.Counter(_form(f) for f in frames)
+    return max(counts, key=lambda k: (counts[k], -[_form(f) for f in frames].index(k))) if counts else None
+
+
+def _check_form(positions, frames):
+    """One dtype and channel count per batch (the first frame's), or an error naming the
+    source element that differs."""
+    if not frames:
+        return
+    first = _form(frames[0])
+    for p, f in zip(positions, frames):
+        if _form(f) != first:
+            raise ValueError(f"source element {p}: frames of one batch differ: source element "
+                             f"{positions[0]} is {_arrays.describe(frames[0])}, source element {p} is "
+                             f"{_arrays.describe(f)} (same dtype and channel count expected)")
 
 
 def _with_extra(meta, extra):
@@ -409,6 +520,16 @@ class Loader:
     drop_last : bool
     progress : bool
         A tqdm progress bar in images (needs ``tqdm``).
+    on_error : {"raise", "skip"}
+        What a source element that cannot be used does (a missing, empty or corrupt file,
+        bytes that do not decode, a frame of another dtype or channel count than the
+        others, an exception in ``decode`` or a dataset's ``__getitem__``). ``"raise"``:
+        the consumer gets the error, naming the element's position (and path), after the
+        batches before it. ``"skip"``: it is left out of its batch (which is then smaller)
+        and listed in ``meta.skipped`` of the next batch yielded, and in
+        :attr:`Loader.skipped`; the first frames accepted fix the dtype and channel count.
+        An exception raised by the source's own iterator is raised either way, after the
+        frames read before it.
     **options :
         Passed to :func:`cupyprep.preprocess` (``mode``, ``interpolation``, ``pad_value``,
         ``mean``, ``std``, ``scale``, ``swap_rb``, ``layout``, ``dtype``, ...).
@@ -440,7 +561,7 @@ class Loader:
 
     def __init__(self, source, size, *, batch_size=32, device="auto", output=None, workers=None,
                  copy_threads=None, prefetch=2, decode=None, imread_flags=None, drop_last=False,
-                 progress=False, **options):
+                 progress=False, on_error="raise", **options):
         unknown = sorted(set(options) - _PREPROCESS_OPTIONS)
         if "out" in options:
             raise TypeError("out: the Loader allocates each batch; out= is not accepted")
@@ -452,6 +573,8 @@ class Loader:
             raise ValueError(f"batch_size: expected a positive int, got {batch_size!r}")
         if not (isinstance(prefetch, numbers.Integral) and not isinstance(prefetch, bool)) or prefetch <= 0:
             raise ValueError(f"prefetch: expected a positive int, got {prefetch!r}")
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error: expected 'raise' or 'skip', got {on_error!r}")
         if decode is not None and not callable(decode):
             raise TypeError(f"decode: expected a callable, got {_arrays.describe(decode)}")
         if isinstance(source, (str, bytes, os.PathLike)):
@@ -498,7 +621,7 @@ class Loader:
         self.drop_last = bool(drop_last)
         self._source = source
         self._pipe = _Pipeline(source, size, self.batch_size, gpu, output, workers, copy_threads,
-                               int(prefetch), decode, imread_flags, self.drop_last, options)
+                               int(prefetch), decode, imread_flags, self.drop_last, options, on_error)
         self._started = False
         self._finished = False
         self._finalizer = weakref.finalize(self, _shutdown, self._pipe, self._progress)
@@ -547,6 +670,8 @@ class Loader:
             try:
                 return pipe.queue.get(timeout=_POLL_S)
             except queue.Empty:
+                if pipe.closed:  # close() from another thread while this one waited
+                    return _END
                 if not pipe.thread.is_alive() and pipe.queue.empty():
                     raise RuntimeError("cupyprep.Loader: the feeder thread ended without a result") from None
 
@@ -587,6 +712,12 @@ class Loader:
         return False
 
     @property
+    def skipped(self):
+        """Every :class:`Skipped` element so far, in source order (``on_error="skip"``),
+        including those after the last batch yielded."""
+        return sorted(self._pipe.skipped)
+
+    @property
     def pulled(self):
         """Source elements read so far."""
         return self._pipe.pulled
@@ -594,12 +725,7 @@ class Loader:
     @property
     def threads(self):
         """The threads this loader started (the feeder, decode and staging pools)."""
-        pipe = self._pipe
-        out = [pipe.thread]
-        for pool in (pipe.decoders, pipe.copiers):
-            if pool is not None:
-                out.extend(getattr(pool, "_threads", ()))
-        return out
+        return self._pipe._own_threads()
 
 
 def _thread_count(name, value, cpus):

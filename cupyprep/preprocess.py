@@ -215,14 +215,14 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
                 else _arrays.describe(images))
         raise ValueError(f"images: expected 1, 3 or 4 channels, got {c} ({what})")
     given = mean is not None or std is not None
-    mean = _validate.per_channel("mean", mean, c, 0.0)
-    std = _validate.per_channel("std", std, c, 1.0)
+    mean = _validate.per_channel("mean", mean, c, 0.0, "images")
+    std = _validate.per_channel("std", std, c, 1.0, "images")
     if any(s == 0 for s in std):
         raise ValueError(f"std: expected non-zero values, got {std}")
     scale = _validate.number("scale", scale)
     if given:
         _validate.units("preprocess", mean, std, given, scale, in_dtype, default_scale=1 / 255)
-    swap_rb = bool(swap_rb) and c >= 3
+    swap_rb = _validate.flag("swap_rb", swap_rb) and c >= 3
     pad = _validate.fill_values("pad_value", pad_value, c, in_dtype, in_dtype)
     if uniform:  # one geometry for the whole batch
         plans = np.tile(np.array(plan(geo.h, geo.w, (H, W), mode, resize_size), np.int64), (n, 1))

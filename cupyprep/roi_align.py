@@ -1,6 +1,7 @@
 """``roi_align``: ``torchvision.ops.roi_align`` on the GPU."""
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -10,6 +11,9 @@ from ._specs import roi_align as spec
 from .cpu import detection as cpu
 
 __all__ = ["roi_align"]
+
+# the largest sampling_ratio taken: up to its square of samples per output bin
+MAX_SAMPLING_RATIO = 1024
 
 
 # --- roi_align -------------------------------------------------------------------------------------
@@ -99,8 +103,14 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
         output_size = (int(output_size), int(output_size))
     PH, PW = _validate.size_hw("output_size", output_size)
     scale = _validate.number("spatial_scale", spatial_scale)
+    if not math.isfinite(scale):
+        raise ValueError(f"spatial_scale: expected a finite number, got {spatial_scale!r}")
     if not isinstance(sampling_ratio, numbers.Integral) or isinstance(sampling_ratio, bool):
         raise TypeError(f"sampling_ratio: expected an int, got {sampling_ratio!r}")
+    if sampling_ratio > MAX_SAMPLING_RATIO:  # its square is the samples per bin: bounded work
+        raise ValueError(f"sampling_ratio: expected at most {MAX_SAMPLING_RATIO} (or <= 0 for the "
+                         f"adaptive grid), got {sampling_ratio}")
+    aligned = _validate.flag("aligned", aligned)
     # list rois are assembled on the features' device and stream
     with call.launch():
         table = _rois_table(call, rois)
@@ -112,7 +122,7 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
             raise ValueError(f"rois: expected fewer than 2**31 rois, got {K}")
         if not call.device:
             res = cpu.roi_align(np.asarray(f), np.asarray(table, np.float32), (PH, PW), scale,
-                                int(sampling_ratio), bool(aligned))
+                                int(sampling_ratio), aligned)
             if layout == "NHWC":
                 res = np.ascontiguousarray(res.transpose(0, 2, 3, 1))
             return call.result(res.astype(dtype))

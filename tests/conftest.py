@@ -36,6 +36,19 @@ def cuda_available() -> bool:
         return False
 
 
+def pytest_configure(config):
+    # CUPYPREP_TEST_NO_POOL=1 (benchmarks/sanitize.sh): every CuPy allocation is a cudaMalloc
+    # of its own, so compute-sanitizer's leak check sees blocks CuPy's pool would keep
+    if os.environ.get("CUPYPREP_TEST_NO_POOL") == "1":
+        try:
+            import cupy
+
+            cupy.cuda.set_allocator(None)
+            cupy.cuda.set_pinned_memory_allocator(None)
+        except ImportError:
+            pass
+
+
 def pytest_collection_modifyitems(config, items):
     if cuda_available():
         return

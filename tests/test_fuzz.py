@@ -1,0 +1,425 @@
+"""Bad input, drawn by hypothesis: every public op is called with some of its arguments
+replaced (dtypes, shapes with 0 and 1, strided, negative-strided, broadcast and transposed
+views, NaN / inf, huge, negative and zero sizes, wrong kinds, another array library, an
+``out`` that overlaps the input). Each call returns a valid result (the right kind, and
+the right shape where the op's shape is known) or raises TypeError / ValueError whose
+message names a replaced argument (MemoryError for a size too large to allocate). Never
+another exception, a crash, a hang or a wrong shape.
+
+The "ci" profile (conftest.py) draws a fixed set: NumPy inputs on the CPU backend for
+every op, and a few ops on the emulated kernels. ``--hypothesis-profile=deep`` on a GPU
+(``-m gpu``) draws many more per op, with CuPy and torch inputs on the kernels.
+"""
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import cupyprep  # noqa: E402
+
+PROFILE_EXAMPLES = settings().max_examples
+DEEP = PROFILE_EXAMPLES > 200  # the "deep" profile (or one asked for on the command line)
+CPU_EXAMPLES = PROFILE_EXAMPLES if DEEP else 60
+EMULATED_EXAMPLES = 12
+CALL_SECONDS = 60  # a call that takes longer counts as a hang
+
+
+@dataclass
+class Op:
+    name: str
+    fn: object
+    args: dict  # valid arguments (NumPy), by parameter name
+    shape: object = None  # args -> the result's shape, where it follows from the arguments
+    aliases: dict = field(default_factory=dict)  # parameter -> other names its errors may use
+
+
+def _img(shape=(20, 30, 3), dtype=np.uint8, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.random(shape) * 200).astype(dtype)
+
+
+def _boxes(n, seed=1):
+    rng = np.random.default_rng(seed)
+    xy = rng.uniform(0, 100, (n, 2))
+    return np.concatenate([xy, xy + rng.uniform(1, 30, (n, 2))], axis=1).astype(np.float32)
+
+
+def _hwc_shape(a):
+    img, (h, w) = a["img"], a["size"]
+    return (h, w) + tuple(img.shape[2:]) if img.ndim == 3 else (img.shape[0], h, w) + tuple(img.shape[3:]) \
+        if img.ndim == 4 else (h, w)
+
+
+QUAD = np.array([[0.0, 0.0], [40.0, 3.0], [38.0, 30.0], [2.0, 28.0]])
+_PRIORS = cupyprep.prior_boxes((32, 32), [[8, 16]], [8])
+
+OPS = [
+    Op("resize", cupyprep.resize, {"img": _img(), "size": (12, 17), "interpolation": "linear",
+                                   "layout": "HWC", "out": None},
+       lambda a: _hwc_shape(a) if a["layout"] in ("HWC", "NHWC") else None),
+    Op("warp_affine", cupyprep.warp_affine,
+       {"img": _img(), "M": np.array([[1.0, 0.1, 2.0], [0.0, 0.9, 1.0]]), "size": (12, 17),
+        "interpolation": "linear", "border_mode": "constant", "border_value": 0, "inverse_map": False,
+        "out": None}, _hwc_shape, {"M": ("matrix",)}),
+    Op("warp_perspective", cupyprep.warp_perspective,
+       {"img": _img(), "M": np.array([[1.0, 0.1, 2.0], [0.0, 0.9, 1.0], [1e-3, 0.0, 1.0]]), "size": (12, 17),
+        "interpolation": "nearest", "border_mode": "reflect", "border_value": 0, "inverse_map": False,
+        "out": None}, _hwc_shape, {"M": ("matrix",)}),
+    Op("normalize", cupyprep.normalize,
+       {"img": _img(), "mean": (0.4, 0.5, 0.6), "std": (0.2, 0.2, 0.2), "scale": 1 / 255, "swap_rb": False,
+        "layout": "CHW", "dtype": "float32", "out": None}),
+    Op("swap_rb", cupyprep.swap_rb, {"img": _img(), "out": None}, lambda a: a["img"].shape),
+    Op("to_gray", cupyprep.to_gray, {"img": _img(), "order": "bgr", "out": None},
+       lambda a: a["img"].shape[:-1]),
+    Op("preprocess", cupyprep.preprocess,
+       {"images": _img((2, 20, 30, 3)), "size": (16, 16), "mode": "letterbox", "interpolation": "linear",
+        "pad_value": 114, "swap_rb": True, "layout": "NCHW", "dtype": "float32", "out": None},
+       lambda a: None),
+    Op("nms", cupyprep.nms, {"boxes": _boxes(30), "scores": np.linspace(0, 1, 30, dtype=np.float32),
+                             "iou_threshold": 0.5}),
+    Op("batched_nms", cupyprep.batched_nms,
+       {"boxes": _boxes(30), "scores": np.linspace(0, 1, 30, dtype=np.float32),
+        "idxs": np.arange(30, dtype=np.int64) % 3, "iou_threshold": 0.5}),
+    Op("multiclass_nms", cupyprep.multiclass_nms,
+       {"boxes": _boxes(40).reshape(2, 20, 4), "scores": _img((2, 20, 4), np.float32) / 200,
+        "iou_threshold": 0.5, "score_threshold": 0.1, "top_k": 10, "max_detections": 5,
+        "class_agnostic": False}),
+    Op("roi_align", cupyprep.roi_align,
+       {"features": _img((2, 3, 10, 12), np.float32),
+        "rois": np.concatenate([[[0], [1], [1]], _boxes(3) / 10], axis=1).astype(np.float32),
+        "output_size": (3, 4), "spatial_scale": 0.5, "sampling_ratio": 2, "aligned": True}),
+    Op("box_convert", cupyprep.box_convert, {"boxes": _boxes(5), "in_fmt": "xyxy", "out_fmt": "cxcywh"},
+       lambda a: a["boxes"].shape),
+    Op("clip_boxes", cupyprep.clip_boxes, {"boxes": _boxes(5), "size": (50, 60)}, lambda a: a["boxes"].shape),
+    Op("box_iou", cupyprep.box_iou, {"boxes1": _boxes(4), "boxes2": _boxes(6, 2)},
+       lambda a: (a["boxes1"].shape[0], a["boxes2"].shape[0])),
+    Op("prior_boxes", cupyprep.prior_boxes, {"image_size": (32, 32), "min_sizes": [[8, 16]], "steps": [8],
+                                             "clip": False}, aliases={"steps": ("step",)}),
+    Op("decode_boxes", cupyprep.decode_boxes,
+       {"loc": _img((2, len(_PRIORS), 4), np.float32) / 100, "priors": _PRIORS, "variances": (0.1, 0.2)},
+       lambda a: a["loc"].shape),
+    Op("decode_landmarks", cupyprep.decode_landmarks,
+       {"pre": _img((len(_PRIORS), 10), np.float32) / 100, "priors": _PRIORS, "variances": (0.1, 0.2)},
+       lambda a: a["pre"].shape[:-1] + (a["pre"].shape[-1] // 2, 2)),
+    Op("encode_boxes", cupyprep.encode_boxes,
+       {"boxes": _boxes(len(_PRIORS)) / 100, "priors": _PRIORS, "variances": (0.1, 0.2)},
+       lambda a: a["boxes"].shape),
+    Op("decode_yolo", cupyprep.decode_yolo, {"pred": _img((2, 30, 9), np.float32) / 100, "objectness": True}),
+    Op("get_rotation_matrix_2d", cupyprep.get_rotation_matrix_2d, {"center": (10.0, 5.0), "angle": 30.0,
+                                                                   "scale": 1.5}),
+    Op("invert_affine_transform", cupyprep.invert_affine_transform,
+       {"matrix": np.array([[1.0, 0.1, 2.0], [0.0, 0.9, 1.0]])}, lambda a: a["matrix"].shape),
+    Op("get_affine_transform", cupyprep.get_affine_transform, {"src": QUAD[:3], "dst": QUAD[:3] * 1.5 + 2}),
+    Op("get_perspective_transform", cupyprep.get_perspective_transform, {"src": QUAD, "dst": QUAD * 0.8 + 1}),
+    Op("estimate_similarity", cupyprep.estimate_similarity, {"src": QUAD, "dst": QUAD * 0.7 + 3}),
+    Op("transform_points", cupyprep.transform_points,
+       {"points": QUAD, "matrix": np.array([[1.0, 0.1, 2.0], [0.0, 0.9, 1.0]])}, lambda a: a["points"].shape),
+    Op("random_affine", cupyprep.random_affine,
+       {"batch": _img((2, 20, 30, 3)), "degrees": 10.0, "translate": (0.1, 0.1), "scale": (0.9, 1.1),
+        "shear": 0.0, "flip_p": 0.5, "seed": 3, "interpolation": "linear", "border_mode": "constant",
+        "border_value": 0, "out": None}, lambda a: a["batch"].shape),
+    Op("align_faces", cupyprep.align_faces,
+       {"images": _img((2, 40, 50, 3)), "landmarks": cupyprep.ARCFACE_112[None] * 0.3 + np.array([[[5.0, 6.0]]]),
+        "image_index": np.array([1], np.int32), "size": (16, 16), "interpolation": "linear", "out": None}),
+]
+BY_NAME = {op.name: op for op in OPS}
+EMULATED = ("resize", "swap_rb", "normalize", "warp_affine", "nms", "box_iou")
+
+# --- what replaces an argument ----------------------------------------------------------------
+NAN = float("nan")
+GARBAGE = [None, "x", "", "linear ", 0, -1, 1, 3, 2**31, 2**63, -(2**63), 1.5, NAN, float("inf"),
+           -float("inf"), True, False, (), (0, 0), (-3, 4), (4, -3), (0, 5), (2**31, 2), (2**40, 2**40),
+           (1.5, 2), (NAN, NAN), ("a", "b"), [1, 2, 3], [[8, 16]], np.zeros(3), np.zeros((2, 2)),
+           np.array(NAN), object(), b"ab", {"k": 1}, np.int64(5), np.float32(0.5), [NAN] * 3]
+DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.int64, np.float16, np.float32,
+          np.float64, np.complex64]
+
+
+def _mutate_array(a, how, dtype):
+    if a.ndim == 0 and how not in ("dtype", "nan", "inf", "huge", "extra_dim"):
+        return a  # nothing to slice
+    if how == "dtype":
+        return a.astype(dtype)
+    if how == "reversed":
+        return a[::-1]
+    if how == "strided":
+        return a[..., ::-2] if a.ndim else a
+    if how == "transposed":
+        return a.T
+    if how == "broadcast":
+        return np.broadcast_to(a[:1], a.shape) if a.ndim and a.shape[0] else a
+    if how == "empty":
+        return a[:0]
+    if how == "empty_inner":
+        return a[:, :0] if a.ndim > 1 else a[:0]
+    if how == "one":
+        return a[tuple(slice(0, 1) for _ in a.shape)]
+    if how == "extra_dim":
+        return a[None]
+    if how == "fewer_dims":
+        return a[0] if a.ndim and a.shape[0] else a.reshape(-1)
+    if how == "flat":
+        return a.reshape(-1)
+    if how == "scalar":
+        return a.reshape(-1)[:1].reshape(()) if a.size else np.array(0, a.dtype)
+    if how in ("nan", "inf", "huge"):
+        b = a.astype(np.float32) if a.dtype.kind != "f" else a.copy()
+        if b.size:
+            b.reshape(-1)[:: max(1, b.size // 3)] = {"nan": NAN, "inf": -np.inf, "huge": 3e38}[how]
+        return b
+    if how == "channels":
+        return np.concatenate([a, a[..., :1]], axis=-1) if a.ndim else a
+    raise AssertionError(how)
+
+
+ARRAY_MUTATIONS = ["dtype", "reversed", "strided", "transposed", "broadcast", "empty", "empty_inner", "one",
+                   "extra_dim", "fewer_dims", "flat", "scalar", "nan", "inf", "huge", "channels"]
+
+
+@st.composite
+def replacement(draw, op, name):
+    """A value for parameter ``name`` of ``op`` other than its valid one."""
+    base = op.args[name]
+    kinds = ["garbage"]
+    if isinstance(base, np.ndarray):
+        kinds += ["array", "array", "array2", "torch"]
+    if name == "out":
+        kinds += ["overlap", "fresh", "fresh_reversed"]
+    kind = draw(st.sampled_from(kinds))
+    if kind == "garbage":
+        return draw(st.sampled_from(GARBAGE))
+    if kind in ("array", "array2"):
+        out = base
+        for _ in range(1 if kind == "array" else 2):
+            out = _mutate_array(out, draw(st.sampled_from(ARRAY_MUTATIONS)), draw(st.sampled_from(DTYPES)))
+        return out
+    if kind == "torch":  # another array library beside NumPy inputs: mixed kinds
+        torch = pytest.importorskip("torch")
+        return torch.from_numpy(np.ascontiguousarray(base))
+    first = next(v for v in op.args.values() if isinstance(v, np.ndarray))
+    if kind == "overlap":
+        return first
+    if kind == "fresh":
+        return np.empty_like(first)
+    return np.empty_like(first)[::-1]
+
+
+@st.composite
+def calls(draw, op):
+    """(arguments, the names replaced): one to three of op's arguments replaced."""
+    names = list(op.args)
+    chosen = draw(st.lists(st.sampled_from(names), min_size=1, max_size=min(3, len(names)), unique=True))
+    args = dict(op.args)
+    for name in chosen:
+        args[name] = draw(replacement(op, name))
+    return args, chosen
+
+
+class Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Hang(f"a call ran longer than {CALL_SECONDS} s")
+
+
+def _asked_bytes(args):
+    """The largest count a size-like argument asks for (an int, or the product of a pair),
+    for MemoryError: an output that large may not fit."""
+    biggest = 0
+    for v in args.values():
+        if isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(x, int) for x in v):
+            biggest = max(biggest, abs(v[0]) * abs(v[1]))
+        elif isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+            biggest = max(biggest, abs(int(v)))
+    return biggest
+
+
+def check_call(op, args, replaced, convert=lambda a: a):
+    """Call ``op`` and hold the outcome to the rules in the module docstring."""
+    call_args = {k: convert(v) for k, v in args.items()}
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(CALL_SECONDS)
+    try:
+        result = op.fn(**call_args)
+    except (TypeError, ValueError) as exc:
+        message = str(exc)
+        names = [n for r in replaced for n in (r, *op.aliases.get(r, ()))]
+        if any(type(args[r]).__module__.startswith("torch") for r in replaced):
+            names += list(op.args)  # mixed kinds: the error may name either side
+        assert any(n in message for n in names), \
+            f"{op.name}: {type(exc).__name__} names none of {replaced}: {message}"
+        return "refused"
+    except MemoryError as exc:
+        assert _asked_bytes(args) >= 2**31, f"{op.name}: MemoryError for a small call: {exc}"
+        return "refused"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    _check_result(op, args, call_args, result)
+    return "ran"
+
+
+def _arrays_of(result):
+    if isinstance(result, (tuple, list)):
+        return [a for r in result for a in _arrays_of(r)]
+    return [result]
+
+
+def _check_result(op, args, call_args, result):
+    out = call_args.get("out")
+    if out is not None:
+        main = result[0] if isinstance(result, tuple) else result
+        assert main is out, f"{op.name}: out= given but another array returned"
+    for a in _arrays_of(result):
+        if a is None or isinstance(a, (int, float, np.generic, str)) or not hasattr(a, "shape"):
+            continue
+        assert all(int(s) >= 0 for s in a.shape)
+    if op.shape is not None and not isinstance(result, tuple):
+        try:
+            want = op.shape(args)
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError):
+            want = None
+        if want is not None:
+            assert tuple(result.shape) == tuple(want), f"{op.name}: shape {tuple(result.shape)}, expected {want}"
+
+
+def _fuzz_settings(n):
+    return settings(max_examples=n, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                           HealthCheck.filter_too_much, HealthCheck.data_too_large])
+
+
+# --- the CPU backend: every op ------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(BY_NAME))
+def test_fuzz_cpu_backend(name):
+    op = BY_NAME[name]
+    seen = {"ran": 0, "refused": 0}
+
+    @_fuzz_settings(CPU_EXAMPLES)
+    @given(calls(op))
+    def run(case):
+        args, replaced = case
+        seen[check_call(op, args, replaced)] += 1
+
+    run()
+    assert sum(seen.values()) >= min(CPU_EXAMPLES, 20)
+
+
+def test_the_valid_calls_run():
+    """The base calls themselves succeed (so a replaced argument is what a refusal is for)."""
+    for op in OPS:
+        _check_result(op, op.args, op.args, op.fn(**op.args))
+
+
+# --- the emulated kernels: a few ops -----------------------------------------------------------
+@pytest.mark.emulated
+@pytest.mark.parametrize("name", EMULATED)
+def test_fuzz_emulated(name):
+    from cupyprep.testing import emulate
+
+    op = BY_NAME[name]
+
+    @_fuzz_settings(EMULATED_EXAMPLES)
+    @given(calls(op))
+    def run(case):
+        args, replaced = case
+        with emulate():
+            check_call(op, args, replaced)
+
+    run()
+
+
+# --- GPU: CuPy and torch inputs on the kernels ---------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["cupy", "torch"])
+@pytest.mark.parametrize("name", list(BY_NAME))
+def test_fuzz_gpu(name, kind):
+    import cupy
+
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+
+        def convert(a):
+            if isinstance(a, np.ndarray) and a.dtype != np.complex64 and a.dtype.kind != "b" \
+                    and not (a.ndim and 0 in a.strides):
+                return torch.from_numpy(np.ascontiguousarray(a)).cuda()[tuple(slice(None) for _ in a.shape)]
+            return a
+    else:
+        def convert(a):
+            return cupy.asarray(a) if isinstance(a, np.ndarray) else a
+
+    op = BY_NAME[name]
+
+    @_fuzz_settings(PROFILE_EXAMPLES)
+    @given(calls(op))
+    def run(case):
+        args, replaced = case
+        check_call(op, args, replaced, convert)
+        cupy.cuda.Device().synchronize()  # a kernel's fault shows here, in this case
+
+    run()
+
+
+
+# --- what the fuzzing found, kept as cases ----------------------------------------------------------
+_IMG = _img()
+_B = _boxes(30)
+FOUND = [
+    # NumPy reads some strings as a record format and raised its own ValueError
+    (lambda: cupyprep.preprocess(_IMG, (8, 8), dtype="float, 3> evil<int"), TypeError, "dtype"),
+    # flags went through bool(): an array raised "truth value ... ambiguous"
+    (lambda: cupyprep.multiclass_nms(_B.reshape(2, 15, 4), np.ones((2, 15, 3), np.float32),
+                                     class_agnostic=np.zeros((2, 2))), TypeError, "class_agnostic"),
+    (lambda: cupyprep.warp_affine(_IMG, np.eye(2, 3), (8, 8), inverse_map=np.zeros(3)), TypeError, "inverse_map"),
+    (lambda: cupyprep.normalize(_IMG, swap_rb=np.zeros((2, 2))), TypeError, "swap_rb"),
+    (lambda: cupyprep.preprocess(_IMG, (8, 8), swap_rb=np.zeros(3)), TypeError, "swap_rb"),
+    (lambda: cupyprep.roi_align(BY_NAME["roi_align"].args["features"], BY_NAME["roi_align"].args["rois"], 2,
+                                aligned=np.zeros(3)), TypeError, "aligned"),
+    (lambda: cupyprep.decode_yolo(_img((2, 30, 9), np.float32), objectness=np.zeros(3)), TypeError, "objectness"),
+    # sequences and arrays of numbers taken without a check: len() of None, float("x")
+    (lambda: cupyprep.prior_boxes((32, 32), None, [8]), TypeError, "min_sizes"),
+    (lambda: cupyprep.prior_boxes((32, 32), [[8]], np.array(8.0)), TypeError, "steps"),
+    (lambda: cupyprep.prior_boxes((32, 32), [[8]], [float("nan")]), ValueError, "steps"),
+    (lambda: cupyprep.decode_boxes(_img((len(_PRIORS), 4), np.float32), "x"), TypeError, "priors"),
+    (lambda: cupyprep.decode_landmarks(_img((10, len(_PRIORS)), np.float32), _PRIORS), ValueError, "pre"),
+    (lambda: cupyprep.encode_boxes(None, _PRIORS), TypeError, "boxes"),
+    (lambda: cupyprep.encode_boxes(_boxes(4)[0], _PRIORS), ValueError, "boxes"),
+    (lambda: cupyprep.encode_boxes(_boxes(len(_PRIORS)), "x"), TypeError, "priors"),
+    (lambda: cupyprep.get_rotation_matrix_2d("x", 30.0), TypeError, "center"),
+    (lambda: cupyprep.get_rotation_matrix_2d((1.0, 2.0), [NAN] * 3, (4, -3)), ValueError, "angle"),
+    (lambda: cupyprep.get_affine_transform("x", QUAD[:3]), TypeError, "src"),
+    (lambda: cupyprep.estimate_similarity(QUAD[:2], QUAD), ValueError, "dst"),
+    (lambda: cupyprep.transform_points(QUAD, None), TypeError, "matrix"),
+    (lambda: cupyprep.random_affine(_img((2, 8, 8, 3)), seed={"k": 1}), TypeError, "seed"),
+    # image_index=None reached the CUDA runtime (a capture check) on a machine without a GPU
+    (lambda: cupyprep.align_faces(_img((2, 40, 50, 3)), BY_NAME["align_faces"].args["landmarks"], None),
+     ValueError, "image_index"),
+    (lambda: cupyprep.align_faces(_img((2, 40, 50, 3)), "x", [0]), TypeError, "landmarks"),
+    # sampling_ratio=2**63 looped for ever on the CPU backend (and wrapped to int32 on the GPU)
+    (lambda: cupyprep.roi_align(BY_NAME["roi_align"].args["features"], BY_NAME["roi_align"].args["rois"], 2,
+                                1.0, 2**63), ValueError, "sampling_ratio"),
+    (lambda: cupyprep.roi_align(BY_NAME["roi_align"].args["features"], BY_NAME["roi_align"].args["rois"], 2,
+                                float("inf")), ValueError, "spatial_scale"),
+    # NumPy's "Maximum allowed dimension exceeded"
+    (lambda: cupyprep.multiclass_nms(_B.reshape(2, 15, 4), np.ones((2, 15, 3), np.float32),
+                                     max_detections=2**63), ValueError, "max_detections"),
+    # the error named mean for an image of the wrong channel count
+    (lambda: cupyprep.normalize(_IMG[..., :2], (0.4, 0.5, 0.6)), ValueError, "img"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(FOUND)))
+def test_found_by_fuzzing(case):
+    call, exc, word = FOUND[case]
+    with pytest.raises(exc) as info:
+        call()
+    assert word in str(info.value), str(info.value)
