@@ -1387,7 +1387,7 @@ def test_cpu_nms_phases_match_all_pairs(dtype):
         boxes = boxes.astype(dtype)
         scores = rng.uniform(0, 1, n).astype(np.float32)
         classes = rng.integers(0, 3, n)
-        for thr in (0.0, 0.3, 0.5, 0.9, -0.1, float("nan")):
+        for thr in (0.0, 0.3, 0.5, 0.9, -0.1):  # a NaN threshold raises (test_porting_traps)
             np.testing.assert_array_equal(det.nms(boxes, scores, thr), all_pairs_nms(boxes, scores, thr),
                                           err_msg=f"{name} {thr}")
         np.testing.assert_array_equal(det.batched_nms(boxes, scores, classes, 0.5),
