@@ -18,6 +18,7 @@ from .boxes import (
     prior_boxes,
 )
 from .color import swap_rb, to_gray
+from .decode import DecodeError, DecodeFailure, decode
 from .display import show
 from .faces import ARCFACE_112, align_faces
 from .interop import (
@@ -47,6 +48,9 @@ from .warp import warp_affine, warp_perspective
 __version__ = "0.1.0"
 
 __all__ = [
+    "decode",
+    "DecodeError",
+    "DecodeFailure",
     "resize",
     "warp_affine",
     "warp_perspective",
