@@ -42,6 +42,7 @@ __all__ = [
     "jpeg_problem",
     "read_source",
     "sniff",
+    "undecodable",
 ]
 
 COLORS = cpu_decode.COLORS
@@ -228,7 +229,7 @@ def decode_batch(entries, color, backend, sink):
             else:
                 frame = fallback_decode(e.data, color)
                 if frame is None:
-                    failures[k] = _undecodable(e.format, k in gpu_tried)
+                    failures[k] = undecodable(e.format, k in gpu_tried)
                 else:
                     images[k] = sink.place(frame, color)
         sink.finish(keep)
@@ -241,7 +242,7 @@ def fallback_decode(data, color):
     return cpu_decode.imdecode(data, color)
 
 
-def _undecodable(fmt, gpu_tried):
+def undecodable(fmt, gpu_tried):
     if fmt == "jpeg":
         who = "the GPU decoder and cv2.imdecode both failed" if gpu_tried else "cv2.imdecode failed"
         return f"corrupt JPEG data ({who})"

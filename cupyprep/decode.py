@@ -41,12 +41,14 @@ class DecodeError(ValueError):
     of the call that failed (:class:`DecodeFailure`); the message names the first one's
     index and path."""
 
-    def __init__(self, failures):
+    def __init__(self, failures, message=None):
         self.failures = list(failures)
-        first = self.failures[0]
-        more = len(self.failures) - 1
-        tail = f" (and {more} more: {[f.index for f in self.failures[1:]]})" if more else ""
-        super().__init__(f"could not decode {first}{tail}")
+        if message is None:
+            first = self.failures[0]
+            more = len(self.failures) - 1
+            tail = f" (and {more} more: {[f.index for f in self.failures[1:]]})" if more else ""
+            message = f"could not decode {first}{tail}"
+        super().__init__(message)
 
     @property
     def index(self):
