@@ -30,6 +30,7 @@ from .cpu import decode as cpu_decode
 __all__ = [
     "COLORS",
     "IN_FLIGHT",
+    "UNREADABLE",
     "DeviceSink",
     "Entry",
     "Failure",
@@ -77,6 +78,9 @@ class Failure(NamedTuple):
     source: str
     path: str | None
     reason: str
+
+
+UNREADABLE = "could not read the file"  # the start of the reason for a file that cannot be read
 
 
 # --- reading sources ---------------------------------------------------------------------------
@@ -175,7 +179,7 @@ def read_source(index, source, name="sources"):
                 data = np.frombuffer(f.read(), np.uint8)
         except OSError as exc:
             reason = exc.strerror or str(exc)
-            return Entry(index, description, path, reason=f"could not read the file: {reason}")
+            return Entry(index, description, path, reason=f"{UNREADABLE}: {reason}")
     else:
         data = _buffer(source, where)
     return check_entry(Entry(index, description, path, data=data))

@@ -127,7 +127,7 @@ def read_encoded(sample, source, color, formats):
                 isinstance(image, np.ndarray) and image.ndim == 1):
             entry = _decoders.read_source(sample.position, image, "source")
             if entry.reason is not None:
-                if entry.path is not None and entry.data is None and entry.format is None:
+                if entry.reason.startswith(_decoders.UNREADABLE):
                     raise FileNotFoundError(f"{entry.reason} ({entry.path!r})")
                 raise ValueError(entry.reason)
             if entry.format not in formats:
