@@ -207,7 +207,11 @@ def decode_batch(entries, color, backend, sink):
     """Decode ``entries`` (in order) into ``sink``'s memory: ``(images, failures)``,
     ``images[k]`` the image of ``entries[k]`` or None where it failed, ``failures`` the
     :class:`Failure` of each None, in order. ``backend`` (or None) decodes the entries of
-    its formats on the GPU in one call; the rest and its failures go to cv2.imdecode."""
+    its formats on the GPU in one call; the rest and its failures go to cv2.imdecode.
+
+    ``backend.decode(buffers, color=, device_id=, stream_ptr=)`` returns ``(images,
+    held)``: per buffer an image (``__cuda_array_interface__`` or a host array, HWC; HW1
+    for gray) or None, and objects to keep until the stream's work has run."""
     images = [None] * len(entries)
     failures = {}
     keep = []
@@ -216,9 +220,9 @@ def decode_batch(entries, color, backend, sink):
         if backend is not None:
             batch = [k for k, e in enumerate(entries) if e.data is not None and e.format in backend.formats]
             if batch:
-                decoded = backend.decode([entries[k].data for k in batch], color=color,
-                                         device_id=sink.device_id, stream_ptr=sink.stream_ptr)
-                keep.append(decoded)
+                decoded, held = backend.decode([entries[k].data for k in batch], color=color,
+                                               device_id=sink.device_id, stream_ptr=sink.stream_ptr)
+                keep += [decoded, held, [entries[k].data for k in batch]]
                 for k, img in zip(batch, decoded):
                     gpu_tried.add(k)
                     if img is not None:
@@ -317,7 +321,7 @@ def _device_layout(img):
         for s in reversed(shape):
             strides.insert(0, step)
             step *= s
-    if cai.get("typestr") not in ("|u1", "<u1", ">u1"):
+    if np.dtype(cai.get("typestr", "|V1")) != np.uint8:
         return None
     return int(cai["data"][0]), shape, tuple(int(s) for s in strides)
 
@@ -453,7 +457,8 @@ class NvImageCodecBackend:
     Only its GPU backends are enabled: what they cannot decode comes back as None and is
     decoded by OpenCV, so CPU-decoded images are always OpenCV's. ``decode`` returns, per
     buffer, an ``nvimgcodec.Image`` (device memory, ``__cuda_array_interface__``) ordered
-    on ``stream_ptr``, or None."""
+    on ``stream_ptr``, or None; and the objects to hold until the work queued on the
+    stream has run (the code streams reading the buffers)."""
 
     name = "nvImageCodec"
     formats = frozenset({"jpeg"})
@@ -488,6 +493,8 @@ class NvImageCodecBackend:
 
     def decode(self, buffers, *, color, device_id, stream_ptr):
         nv = self.nvimgcodec
+        if device_id is None:  # images for the host: the current device, the legacy stream
+            device_id, stream_ptr = nv.NVIMGCODEC_DEVICE_CURRENT, 0
         out = [None] * len(buffers)
         streams, where = [], []
         for k, b in enumerate(buffers):
@@ -497,7 +504,7 @@ class NvImageCodecBackend:
             except Exception:
                 continue
         if not streams:
-            return out
+            return out, streams
         params = self.params(color)
         with self._lock:  # one decoder per device, not reentrant
             decoder = self._decoder(device_id)
@@ -510,7 +517,7 @@ class NvImageCodecBackend:
                 images = [self._one(decoder, s, params, stream_ptr) for s in streams]
         for k, img in zip(where, images):
             out[k] = img
-        return out
+        return out, streams
 
     @staticmethod
     def _one(decoder, stream, params, stream_ptr):

@@ -322,7 +322,7 @@ class FakeGpu:
                 out.append(np.zeros((4, 4, 2), np.uint8))  # not the asked-for channels
             else:
                 out.append(marked(img)[:, :, None] if color == "gray" else marked(img))
-        return out
+        return out, []
 
 
 def marked(img):
@@ -709,7 +709,9 @@ def test_gpu_loader_decode_gpu_equals_decode_then_preprocess(nvimgcodec, tmp_pat
     cpu = collect(Loader(paths, (160, 160), batch_size=6, device="cuda", output="torch", decode="cpu", **options))
     for (a, _), (b, _) in zip(got, cpu):
         a = a.cpu().numpy() if output == "torch" else cupy.asnumpy(a)
-        assert np.abs(a - b.cpu().numpy()).max() <= JPEG_MAX_DIFF / 255 + 1e-6
+        # a resize averages pixels, so the difference stays within the JPEG bound; one
+        # more level for the rounding of the interpolated values
+        assert np.abs(a - b.cpu().numpy()).max() <= (JPEG_MAX_DIFF + 1) / 255 + 1e-6
 
 
 @pytest.mark.gpu
@@ -743,7 +745,7 @@ def test_gpu_memory_stays_flat_over_10000_images(nvimgcodec):
     """10,000 images decoded in batches of 40 (CuPy out, and torch out): after the first
     batches, device memory (the driver's count, which includes nvImageCodec's own pool
     and CuPy's and torch's caches) and the process's resident host memory stay flat."""
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     import cupy
 
     blobs = [jpeg(bgr(n, 2), q) for n in PHOTOS for q in (60, 90)] * 5  # 40 a batch
@@ -769,7 +771,6 @@ def test_gpu_memory_stays_flat_over_10000_images(nvimgcodec):
         assert dev1 - dev0 <= 64 << 20, (like, dev0, dev1)
         assert rss1 - rss0 <= 64 << 20, (like, rss0, rss1)
     assert len(_decoders.IN_FLIGHT) <= _decoders.MAX_IN_FLIGHT
-    del torch
 
 
 def test_paths_are_described_in_messages(tmp_path):
