@@ -12,9 +12,12 @@ land in the caller's memory.
 - A sink puts each image in the caller's memory: NumPy on the host (:class:`HostSink`),
   or device memory from the caller's allocator (CuPy's, or torch's caching allocator)
   written on the caller's stream (:class:`DeviceSink`), so a reader on that stream sees
-  the image only after its decode and copy. The decoder's own buffers (and the pinned
-  buffers host images are uploaded from) stay referenced until an event recorded after
-  the copies has completed (:data:`IN_FLIGHT`).
+  the image only after its decode and copy. nvImageCodec allocates its output buffers on
+  that stream (stream-ordered) and frees them there when released, which happens once the
+  copies out of them are queued: the memory is reused only after the copies have run, and
+  no free is ever queued on a stream the caller may have destroyed since. The encoded
+  bytes (and the pinned buffers host images are uploaded from) stay referenced until an
+  event recorded after the copies has completed (:data:`IN_FLIGHT`).
 """
 from __future__ import annotations
 
@@ -222,7 +225,10 @@ def decode_batch(entries, color, backend, sink):
             if batch:
                 decoded, held = backend.decode([entries[k].data for k in batch], color=color,
                                                device_id=sink.device_id, stream_ptr=sink.stream_ptr)
-                keep += [decoded, held, [entries[k].data for k in batch]]
+                # the encoded bytes and what reads them stay until the stream's work has run;
+                # the decoded images are let go when this call returns: their buffers were
+                # allocated in the stream's order and are freed in it, after the copies
+                keep += [held, [entries[k].data for k in batch]]
                 for k, img in zip(batch, decoded):
                     gpu_tried.add(k)
                     if img is not None:
@@ -353,15 +359,22 @@ class DeviceSink:
     def __enter__(self):
         import cupy
 
-        contexts = [cupy.cuda.Device(self.device_id), cupy_stream(self.stream_ptr, self.device_id)]
-        if self.library == "torch":
-            import torch
+        try:
+            self._enter(cupy.cuda.Device(self.device_id))
+            self._enter(cupy_stream(self.stream_ptr, self.device_id))  # made on that device
+            if self.library == "torch":
+                import torch
 
-            contexts += [torch.cuda.device(self.device_id), torch.cuda.stream(self.torch_stream)]
-        for c in contexts:
-            c.__enter__()
-            self._contexts.append(c)
+                self._enter(torch.cuda.device(self.device_id))
+                self._enter(torch.cuda.stream(self.torch_stream))
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
+
+    def _enter(self, context):
+        context.__enter__()
+        self._contexts.append(context)
 
     def __exit__(self, *exc):
         while self._contexts:
@@ -413,8 +426,8 @@ class DeviceSink:
         return out
 
     def finish(self, keep):
-        """Hold the decoder's buffers and the pinned staging buffers until the copies out
-        of them (queued on the stream so far) have run."""
+        """Hold ``keep`` (the encoded bytes and the decoder's code streams) and the pinned
+        staging buffers until the work queued on the stream so far has run."""
         import cupy
 
         keep = keep + self._pinned

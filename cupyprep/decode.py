@@ -106,8 +106,8 @@ def decode(sources, *, device=None, like=None, color="bgr", on_error="raise"):
     stream (CuPy's current stream, torch's for ``like=torch``, or the one of
     :func:`cupyprep.stream`): work queued there after this call sees them decoded, and
     the host does not wait for the GPU. Device memory comes from the caller's allocator
-    (CuPy's, or torch's for ``like=torch``); the decoder's own buffers are released once
-    the copies out of them have run.
+    (CuPy's, or torch's for ``like=torch``); the decoder's own buffers are freed in the
+    stream's order after the copies out of them.
 
     Example
     -------
