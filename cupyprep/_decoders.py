@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -219,6 +220,7 @@ def decode_batch(entries, color, backend, sink):
     failures = {}
     keep = []
     gpu_tried = set()
+    fell_back = set()
     with sink:
         if backend is not None:
             batch = [k for k, e in enumerate(entries) if e.data is not None and e.format in backend.formats]
@@ -245,7 +247,18 @@ def decode_batch(entries, color, backend, sink):
                 if frame is None:
                     failures[k] = undecodable(e.format, k in gpu_tried)
                 else:
+                    fell_back.add(k)
                     images[k] = sink.place(frame, color)
+        for k, img in enumerate(images):  # nothing is lost without a word
+            if img is None and k not in failures:
+                failures[k] = "the decoded image has an unexpected dtype or channel count"
+        gpu_ok = any(images[k] is not None for k in gpu_tried - fell_back)
+        if not gpu_ok and fell_back & gpu_tried and not getattr(backend, "warned", True):
+            backend.warned = True
+            warnings.warn(f"{backend.name} decoded none of {len(gpu_tried)} JPEG images that OpenCV "
+                          f"decodes: they were decoded on the CPU. Is nvJPEG installed (the "
+                          f"cupyprep[decode] extra installs nvidia-nvimgcodec-cu13[nvjpeg])?",
+                          RuntimeWarning, stacklevel=3)
         sink.finish(keep)
     return images, [Failure(k, entries[k].source, entries[k].path, failures[k]) for k in sorted(failures)]
 
@@ -475,6 +488,7 @@ class NvImageCodecBackend:
 
     name = "nvImageCodec"
     formats = frozenset({"jpeg"})
+    warned = False  # once per process: it decoded nothing OpenCV could (nvJPEG missing?)
 
     def __init__(self, nvimgcodec):
         self.nvimgcodec = nvimgcodec

@@ -383,6 +383,23 @@ def test_a_jpeg_neither_decoder_reads_is_named(fallbacks):
     assert fake.calls == [[entries[0].data.tobytes(), bad]]
 
 
+def test_a_gpu_decoder_that_decodes_nothing_is_reported_once():
+    """nvImageCodec without nvJPEG decodes no JPEG: every image then comes from OpenCV,
+    right but slow, and a warning says so (once)."""
+    blobs = [jpeg(bgr("coffee", 4)), jpeg(bgr("rocket", 4))]
+    fake = FakeGpu(refuse=blobs)
+    fake.name, fake.warned = "FakeGpu", False
+    entries = [_decoders.read_source(i, b) for i, b in enumerate(blobs)]
+    with pytest.warns(RuntimeWarning, match="decoded none of 2 JPEG images"):
+        images, failures = _decoders.decode_batch(entries, "bgr", fake, _decoders.HostSink())
+    assert not failures and all(im is not None for im in images)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _decoders.decode_batch(entries, "bgr", fake, _decoders.HostSink())
+
+
 # --- the Loader with decode="gpu" (fake GPU decoder, CPU backend) -------------------------------
 def write_files(tmp_path):
     paths, frames = [], []
