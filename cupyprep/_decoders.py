@@ -525,11 +525,10 @@ class NvImageCodecBackend:
         out = [None] * len(buffers)
         streams, where = [], []
         for k, b in enumerate(buffers):
-            try:  # the header is parsed here: a corrupt one raises
-                streams.append(nv.CodeStream(b))
+            stream = self._code_stream(b)
+            if stream is not None:
+                streams.append(stream)
                 where.append(k)
-            except Exception:
-                continue
         if not streams:
             return out, streams
         params = self.params(color)
@@ -545,6 +544,17 @@ class NvImageCodecBackend:
         for k, img in zip(where, images):
             out[k] = img
         return out, streams
+
+    def _code_stream(self, buffer):
+        """A code stream over the buffer (its header is parsed here: None for a corrupt
+        one). The buffer is passed as it is; a release that wants writable or ``bytes``
+        input gets a copy."""
+        for data in (buffer, buffer.tobytes()):
+            try:
+                return self.nvimgcodec.CodeStream(data)
+            except Exception:
+                continue
+        return None
 
     @staticmethod
     def _one(decoder, stream, params, stream_ptr):
