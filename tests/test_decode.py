@@ -621,9 +621,14 @@ def poison_pool(shapes, stream, value):
             a = cupy.empty(s, np.uint8)
             a.fill(value)
             blocks.append(a)
-    ptrs = {b.data.ptr for b in blocks}
+    spans = [(b.data.ptr, b.data.ptr + b.nbytes) for b in blocks]
     del blocks
-    return ptrs
+    return spans
+
+
+def overlaps(spans, others):
+    """Whether any [start, end) of ``spans`` overlaps one of ``others``."""
+    return any(a < d and c < b for a, b in spans for c, d in others)
 
 
 @pytest.mark.gpu
@@ -640,11 +645,12 @@ def test_gpu_images_are_ordered_on_the_callers_stream(nvimgcodec):
         stream = cupy.cuda.Stream(non_blocking=True)
         with torch.cuda.stream(torch.cuda.ExternalStream(stream.ptr)):
             torch.cuda._sleep(50_000_000)  # tens of milliseconds
-        ptrs = poison_pool(shapes, stream, 77)
+        poisoned = poison_pool(shapes, stream, 77)
         with stream:
             images = cupyprep.decode(blobs)
             sums = [img.astype(np.int64).sum() for img in images]  # read on the same stream
-        assert ptrs & {img.data.ptr for img in images}, "the test's poison was not reused"
+        assert overlaps(poisoned, [(im.data.ptr, im.data.ptr + im.nbytes) for im in images]), \
+            "the test's poisoned memory was not reused"
         stream.synchronize()
         for img, s, ref, blob in zip(images, sums, refs, blobs):
             got = cupy.asnumpy(img)
@@ -680,13 +686,14 @@ def test_gpu_like_torch_uses_torchs_allocator_and_stream(nvimgcodec):
         torch.cuda._sleep(50_000_000)
         # poison the caching allocator's blocks for this stream, freed behind the sleep
         poison = [torch.full(r.shape, 99, dtype=torch.uint8, device="cuda") for r in refs]
-        poison_ptrs = {p.data_ptr() for p in poison}
+        poisoned = [(p.data_ptr(), p.data_ptr() + p.numel()) for p in poison]
         del poison
         images = cupyprep.decode(blobs, like=torch)
         sums = [img.to(torch.int64).sum() for img in images]
     grown = torch.cuda.memory_allocated() - before
     assert grown >= sum(r.nbytes for r in refs), grown  # the images live in torch's allocator
-    assert poison_ptrs & {img.data_ptr() for img in images}, "the test's poison was not reused"
+    assert overlaps(poisoned, [(im.data_ptr(), im.data_ptr() + im.numel()) for im in images]), \
+        "the test's poisoned memory was not reused"
     stream.synchronize()
     for img, s, ref, blob in zip(images, sums, refs, blobs):
         assert isinstance(img, torch.Tensor) and img.is_cuda and img.dtype == torch.uint8
