@@ -235,6 +235,8 @@ def decode_batch(entries, color, backend, sink):
                     gpu_tried.add(k)
                     if img is not None:
                         images[k] = sink.place(img, color)  # None where its layout is unexpected
+        todo = [k for k, e in enumerate(entries) if images[k] is None and e.reason is None and e.frame is None]
+        decoded_here = dict(zip(todo, _host_decode([entries[k].data for k in todo], color)))
         for k, e in enumerate(entries):
             if images[k] is not None:
                 continue
@@ -243,7 +245,7 @@ def decode_batch(entries, color, backend, sink):
             elif e.frame is not None:
                 images[k] = sink.place(e.frame, None)
             else:
-                frame = fallback_decode(e.data, color)
+                frame = decoded_here[k]
                 if frame is None:
                     failures[k] = undecodable(e.format, k in gpu_tried)
                 else:
@@ -261,6 +263,22 @@ def decode_batch(entries, color, backend, sink):
                           RuntimeWarning, stacklevel=3)
         sink.finish(keep)
     return images, [Failure(k, entries[k].source, entries[k].path, failures[k]) for k in sorted(failures)]
+
+
+_pool = []
+
+
+def _host_decode(buffers, color):
+    """:func:`fallback_decode` of each buffer, in a thread pool where there are several
+    (cv2.imdecode releases the GIL)."""
+    if len(buffers) < 2:
+        return [fallback_decode(b, color) for b in buffers]
+    if not _pool:
+        import concurrent.futures
+
+        _pool.append(concurrent.futures.ThreadPoolExecutor(min(16, os.cpu_count() or 1),
+                                                           thread_name_prefix="cupyprep-imdecode"))
+    return list(_pool[0].map(lambda b: fallback_decode(b, color), buffers))
 
 
 def fallback_decode(data, color):
