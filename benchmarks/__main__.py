@@ -6,9 +6,9 @@ import datetime
 import json
 import platform
 
-from . import _timing, boxes, color, filter, geom, latency, p1, w1, w2, w3, w4, w5
+from . import _timing, boxes, color, d1, filter, geom, latency, p1, w1, w2, w3, w4, w5
 
-WORKLOADS = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "P1": p1, "BOX": boxes,
+WORKLOADS = {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5, "P1": p1, "D1": d1, "BOX": boxes,
              "S": latency, "GEOM": geom, "COLOR": color, "FILT": filter}
 
 

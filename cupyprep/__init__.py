@@ -21,6 +21,7 @@ from .boxes import (
 )
 from .color import cvt_color, swap_rb, to_gray
 from .crop import crop
+from .decode import DecodeError, DecodeFailure, decode
 from .display import show
 from .faces import ARCFACE_112, align_faces
 from .flip_pad import copy_make_border, flip, pad, rotate90
@@ -53,6 +54,9 @@ from .warp import warp_affine, warp_perspective
 __version__ = "0.1.0"
 
 __all__ = [
+    "decode",
+    "DecodeError",
+    "DecodeFailure",
     "resize",
     "warp_affine",
     "warp_perspective",

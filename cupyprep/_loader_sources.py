@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from . import _arrays
+from . import _arrays, _decoders
 
 FRAME_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16))
 
@@ -125,7 +125,7 @@ def _split_sample(value):
 
 def load(sample, source, decode, flags):
     """Decode one sample (in a pool thread): ``(frame, path, target)``."""
-    try:
+    with _naming(sample):
         value = source[sample.value] if sample.lazy_index else sample.value
         if decode is not None:
             value = decode(value)
@@ -133,24 +133,49 @@ def load(sample, source, decode, flags):
         frame, path = _as_frame(image, flags)
         if isinstance(sample.value, (str, os.PathLike)) and path is None:
             path = os.fspath(sample.value)
-        frame = np.asarray(frame)
-        if frame.dtype not in FRAME_DTYPES:
-            raise TypeError(f"expected uint8 or uint16 pixels (converted to float on the GPU, "
-                            f"not before), got {_arrays.describe(frame)}")
-        if frame.ndim not in (2, 3) or frame.shape[0] == 0 or frame.shape[1] == 0:
-            raise ValueError(f"expected a non-empty HWC or HW frame, got {_arrays.describe(frame)}")
-        if frame.ndim == 3 and frame.shape[2] not in (1, 3, 4):
-            raise ValueError(f"expected 1, 3 or 4 channels, got {_arrays.describe(frame)}")
-        return frame, path, target
-    except Exception as exc:
-        where = f"source element {sample.position}"
-        path = path_of(sample)
-        if path is not None and path not in str(exc):
-            where += f" ({path!r})"
-        error = named(exc, where)
-        if error is exc:
-            raise
-        raise error from exc
+        return _checked(frame), path, target
+
+
+def read_encoded(sample, source, color, formats):
+    """Read one sample for decoding on the GPU (in a pool thread): ``(entry, path,
+    target)``, the entry (:class:`cupyprep._decoders.Entry`) holding the encoded bytes of
+    a format in ``formats`` (decoded with the batch), or a frame: images of other formats
+    are decoded here by cv2.imdecode (in parallel, as the CPU path does), and frames in the
+    source are taken as they are."""
+    with _naming(sample):
+        value = source[sample.value] if sample.lazy_index else sample.value
+        image, target = _split_sample(value)
+        if isinstance(image, (str, os.PathLike, bytes, bytearray, memoryview)) or (
+                isinstance(image, np.ndarray) and image.ndim == 1):
+            entry = _decoders.read_source(sample.position, image, "source")
+            if entry.reason is not None:
+                if entry.reason.startswith(_decoders.UNREADABLE):
+                    raise FileNotFoundError(f"{entry.reason} ({entry.path!r})")
+                raise ValueError(entry.reason)
+            if entry.format not in formats:
+                frame = _decoders.fallback_decode(entry.data, color)
+                if frame is None:
+                    raise ValueError(_decoders.undecodable(entry.format, False))
+                entry = _decoders.frame_entry(entry.index, entry.source, entry.path, frame)
+        else:
+            frame, _ = _as_frame(image, None)
+            entry = _decoders.frame_entry(sample.position, _arrays.describe(frame), None, _checked(frame))
+        path = entry.path
+        if isinstance(sample.value, (str, os.PathLike)) and path is None:
+            path = os.fspath(sample.value)
+        return entry, path, target
+
+
+def _checked(frame):
+    frame = np.asarray(frame)
+    if frame.dtype not in FRAME_DTYPES:
+        raise TypeError(f"expected uint8 or uint16 pixels (converted to float on the GPU, "
+                        f"not before), got {_arrays.describe(frame)}")
+    if frame.ndim not in (2, 3) or frame.shape[0] == 0 or frame.shape[1] == 0:
+        raise ValueError(f"expected a non-empty HWC or HW frame, got {_arrays.describe(frame)}")
+    if frame.ndim == 3 and frame.shape[2] not in (1, 3, 4):
+        raise ValueError(f"expected 1, 3 or 4 channels, got {_arrays.describe(frame)}")
+    return frame
 
 
 def path_of(sample):
@@ -167,3 +192,28 @@ def named(exc, where):
         return type(exc)(f"{where}: {exc}")
     except Exception:  # an exception type that wants other arguments goes as it is
         return exc
+
+
+class _naming:
+    """Re-raise an exception of a sample's reading or decoding with the source element's
+    position (and path) in front of its message, as the same type."""
+
+    __slots__ = ("sample",)
+
+    def __init__(self, sample):
+        self.sample = sample
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is None or not isinstance(exc, Exception):
+            return False
+        where = f"source element {self.sample.position}"
+        path = path_of(self.sample)
+        if path is not None and path not in str(exc):
+            where += f" ({path!r})"
+        error = named(exc, where)
+        if error is exc:
+            return False
+        raise error from exc

@@ -18,6 +18,12 @@ it has finished (a host wait on ``copied``), and a device buffer only after the
 preprocessing that read it (the copy stream waits on ``consumed``). Only uint8 (or uint16)
 pixels cross PCIe; conversion to float happens on the GPU.
 
+With ``decode="gpu"`` the decode pool only reads each file's bytes (and decodes the
+formats the GPU decoder does not take); the feeder decodes each batch in one call on the
+compute stream (nvImageCodec, :mod:`cupyprep._decoders`) into images from the output's
+allocator, preprocesses them there and queues the batch with its ``ready`` event, while
+the pool reads the next batches.
+
 Without a GPU the same Loader runs the CPU backend (OpenCV) in its feeder thread and yields
 NumPy batches (or torch CPU tensors), so code written against it runs anywhere.
 """
@@ -36,7 +42,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _arrays, _loader_sources, _staging, _streams
+from . import _arrays, _decoders, _loader_sources, _staging, _streams
+from .decode import DecodeError, DecodeFailure
 from .preprocess import PreprocessMeta, preprocess
 
 # preprocess's own defaults, for the outputs a Loader allocates for it
@@ -45,6 +52,7 @@ _PREPROCESS_DEFAULTS = {k: p.default for k, p in inspect.signature(preprocess).p
 __all__ = ["Loader", "LoaderMeta", "Skipped"]
 
 _STAGING_BUFFERS = 3
+_DECODE_MODES = ("cpu", "gpu", "auto")
 _POLL_S = 0.05  # how often blocked threads look at the stop flag
 _PREPROCESS_OPTIONS = frozenset(inspect.signature(preprocess).parameters) - {"images", "size", "out"}
 
@@ -133,8 +141,10 @@ class _Stopped(Exception):
 # --- the pipeline state (no reference to the Loader, so the Loader can be collected) ------------
 class _Pipeline:
     def __init__(self, source, size, batch_size, device, output, workers, copy_threads, prefetch,
-                 decode, flags, drop_last, options, on_error="raise"):
+                 decode, flags, drop_last, options, on_error="raise", gpu_decode=None):
         self.source = source
+        # (backend, color) when batches are decoded by the GPU backend, else None
+        self.gpu_decode = gpu_decode
         self.size = size
         self.batch_size = batch_size
         self.device = device  # None for the CPU backend, else the CUDA device index
@@ -195,6 +205,9 @@ class _Pipeline:
         return self._until_stopped(lambda: future.result(timeout=_POLL_S), concurrent.futures.TimeoutError)
 
     def _submit(self, sample):
+        if self.gpu_decode is not None:
+            backend, color = self.gpu_decode
+            return self.decoders.submit(_loader_sources.read_encoded, sample, self.source, color, backend.formats)
         if self.decode is None and not sample.lazy_index and isinstance(sample.value, np.ndarray):
             return _Done(_loader_sources.load, sample, self.source, None, self.flags)  # nothing to decode
         return self.decoders.submit(_loader_sources.load, sample, self.source, self.decode, self.flags)
@@ -254,36 +267,47 @@ class _Pipeline:
                 self._skip(sample, exc)
         if self.on_error == "skip" and kept:
             # a frame unlike the others (dtype, channels) is skipped, not the whole batch
-            form = self.form or _common_form([d[0] for _, d in kept])
+            form = self.form or _common_form([self._form_of(d[0]) for _, d in kept])
             for sample, d in kept:
-                if _form(d[0]) != form:
-                    dtype, channels = _form(d[0])
+                if self._form_of(d[0]) != form:
+                    dtype, channels = self._form_of(d[0])
                     self._skip(sample, ValueError(
                         f"source element {sample.position}: {channels} channel(s) of {dtype} "
-                        f"({_arrays.describe(d[0])}); the Loader's frames have {form[1]} "
+                        f"({_describe_item(d[0])}); the Loader's frames have {form[1]} "
                         f"channel(s) of {form[0]}"))
-            kept = [(sample, d) for sample, d in kept if _form(d[0]) == form]
+            kept = [(sample, d) for sample, d in kept if self._form_of(d[0]) == form]
             self.form = form
         positions = [sample.position for sample, _ in kept]
         decoded = [d for _, d in kept]
         if self.on_error == "raise":
-            _check_form(positions, [d[0] for d in decoded])
+            _check_form(positions, [d[0] for d in decoded], self._form_of)
         return positions, decoded
 
+    def _form_of(self, item):
+        """``(dtype, channels)`` of a frame, or of the image an encoded entry decodes to."""
+        if isinstance(item, _decoders.Entry):
+            if item.frame is None:
+                return np.dtype(np.uint8), (1 if self.gpu_decode[1] == "gray" else 3)
+            item = item.frame
+        return _form(item)
+
     def _skip(self, sample, exc):
-        item = _loader_sources.path_of(sample)
-        entry = Skipped(int(sample.position), item, f"{type(exc).__name__}: {exc}")
+        self._record(Skipped(int(sample.position), _loader_sources.path_of(sample),
+                             f"{type(exc).__name__}: {exc}"))
+
+    def _record(self, entry):
         self.skipped.append(entry)
         self.unreported.append(entry)
 
     def _emit(self, batch):
         positions, decoded = self._settle(batch)
+        if self.gpu_decode is not None and decoded:
+            self._emit_encoded(positions, decoded)
+            return
         if not decoded:  # every element skipped: reported with the next batch
             return
         frames = [d[0] for d in decoded]
-        skipped, self.unreported = tuple(sorted(self.unreported)), []
-        extra = {"index": np.array(positions, np.int64), "items": tuple(d[1] for d in decoded),
-                 "targets": tuple(d[2] for d in decoded), "skipped": skipped}
+        extra = self._extra(positions, decoded)
         if self.device is None:
             result, meta = self._process_cpu(frames)
             self._put((result, _with_extra(meta, extra), None))
@@ -293,6 +317,58 @@ class _Pipeline:
         previous, self.staged = self.staged, staged
         if previous is not None:
             self._finish_gpu(previous)
+
+    def _extra(self, positions, decoded):
+        """A batch's meta fields beside preprocess's, and the skipped elements not yet reported."""
+        skipped, self.unreported = tuple(sorted(self.unreported)), []
+        return {"index": np.array(positions, np.int64), "items": tuple(d[1] for d in decoded),
+                "targets": tuple(d[2] for d in decoded), "skipped": skipped}
+
+    def _emit_encoded(self, positions, decoded):
+        """Decode a batch with the GPU backend and preprocess it: on the compute stream
+        (decoded images and the batch ordered there, the consumer's stream waits for
+        ``ready``), or on the host for a Loader on the CPU backend. Sources that fail to
+        decode raise, or with ``on_error="skip"`` are recorded and left out."""
+        backend, color = self.gpu_decode
+        entries = [d[0] for d in decoded]
+        if self.device is None:
+            images, failures = _decoders.decode_batch(entries, color, backend, _decoders.HostSink())
+        else:
+            _, compute_s, _, compute_t = self.streams
+            library = "torch" if self.output == "torch" else "cupy"
+            sink = _decoders.DeviceSink(library, self.device, compute_s.ptr, compute_t)
+            images, failures = _decoders.decode_batch(entries, color, backend, sink)
+        if failures:
+            if self.on_error == "raise":
+                _raise_failures(failures, positions)
+            for f in failures:
+                self._record(Skipped(int(positions[f.index]), f.path, f"DecodeError: {f.reason}"))
+            kept = [k for k, img in enumerate(images) if img is not None]
+            positions = [positions[k] for k in kept]
+            decoded = [decoded[k] for k in kept]
+            images = [images[k] for k in kept]
+            if not images:  # reported with the next batch
+                return
+        extra = self._extra(positions, decoded)
+        if self.device is None:
+            result, meta = self._process_cpu(images)
+            self._put((result, _with_extra(meta, extra), None))
+            return
+        import cupy
+
+        images = [im if im.ndim == 3 else im[:, :, None] for im in images]  # gray: HW1
+        if self.output == "torch":
+            import torch
+
+            with torch.cuda.stream(compute_t):
+                batch, meta = preprocess(images, self.size, **self.options)
+        else:
+            out = self._cupy_output(len(images), images[0].shape[2], compute_s)
+            with compute_s:
+                batch, meta = preprocess(images, self.size, out=out, **self.options)
+        ready = cupy.cuda.Event(block=False, disable_timing=True)
+        ready.record(compute_s)
+        self._put((batch, _with_extra(meta, extra), ready))
 
     def _process_cpu(self, frames):
         _staging.layout(frames)  # the same checks as the device path
@@ -423,23 +499,38 @@ def _form(frame):
     return frame.dtype, (frame.shape[2] if frame.ndim == 3 else 1)
 
 
-def _common_form(frames):
+def _common_form(forms):
     """The (dtype, channels) most frames of a batch have (the earliest on a tie)."""
-    counts = collections.Counter(_form(f) for f in frames)
-    return max(counts, key=lambda k: (counts[k], -[_form(f) for f in frames].index(k))) if counts else None
+    counts = collections.Counter(forms)
+    return max(counts, key=lambda k: (counts[k], -forms.index(k))) if counts else None
 
 
-def _check_form(positions, frames):
+def _describe_item(item):
+    if isinstance(item, _decoders.Entry):
+        return item.source if item.frame is None else _arrays.describe(item.frame)
+    return _arrays.describe(item)
+
+
+def _check_form(positions, items, form_of):
     """One dtype and channel count per batch (the first frame's), or an error naming the
     source element that differs."""
-    if not frames:
+    if not items:
         return
-    first = _form(frames[0])
-    for p, f in zip(positions, frames):
-        if _form(f) != first:
+    first = form_of(items[0])
+    for p, f in zip(positions, items):
+        if form_of(f) != first:
             raise ValueError(f"source element {p}: frames of one batch differ: source element "
-                             f"{positions[0]} is {_arrays.describe(frames[0])}, source element {p} is "
-                             f"{_arrays.describe(f)} (same dtype and channel count expected)")
+                             f"{positions[0]} is {_describe_item(items[0])}, source element {p} is "
+                             f"{_describe_item(f)} (same dtype and channel count expected)")
+
+
+def _raise_failures(failures, positions):
+    """A decode failure of a batch as the error of its source element."""
+    if failures:
+        f = failures[0]
+        failure = DecodeFailure(int(positions[f.index]), f.source, f.path, f.reason)
+        raise DecodeError([failure], f"source element {failure.index} ({failure.source}): "
+                                     f"{failure.reason}")
 
 
 def _with_extra(meta, extra):
@@ -512,11 +603,21 @@ class Loader:
         ``(2 * prefetch + 1) * batch_size`` elements past the batches the consumer has
         taken: ``prefetch`` batches queued, one waiting to be queued, ``prefetch`` decoding
         (backpressure: a slow consumer stops the reading).
-    decode : callable, optional
-        Applied to each source element in a decode thread instead of the default reading;
-        returns an image (array, path or bytes) or a sample ``(image, target...)``.
+    decode : {"cpu", "gpu", "auto"} or callable, optional
+        Where encoded images (paths, bytes) are decoded. ``"cpu"`` (the default, also
+        None): ``cv2.imread`` / ``imdecode`` in the decode threads. ``"gpu"``: the decode
+        threads only read the bytes; each batch is decoded in one call by the GPU decoder
+        (nvImageCodec, ``pip install 'cupyprep[decode]'``; :func:`cupyprep.decode`) on the
+        compute stream and preprocessed there, so compressed bytes cross PCIe instead of
+        pixels. Formats the GPU decoder does not take (PNG, ...) are decoded by OpenCV in
+        the decode threads; frames in the source are uploaded as they are. A ValueError
+        without nvImageCodec or a CUDA device. ``"auto"``: ``"gpu"`` on a CUDA device when
+        nvImageCodec is installed, else ``"cpu"``. A callable: applied to each source
+        element in a decode thread instead of the default reading; returns an image
+        (array, path or bytes) or a sample ``(image, target...)``, decoded on the CPU.
     imread_flags : int, optional
-        Flags for ``cv2.imread`` / ``imdecode`` (default ``cv2.IMREAD_COLOR``).
+        Flags for ``cv2.imread`` / ``imdecode`` (default ``cv2.IMREAD_COLOR``); with GPU
+        decoding ``IMREAD_COLOR``, ``IMREAD_GRAYSCALE`` or ``IMREAD_COLOR_RGB``.
     drop_last : bool
     progress : bool
         A tqdm progress bar in images (needs ``tqdm``).
@@ -575,8 +676,12 @@ class Loader:
             raise ValueError(f"prefetch: expected a positive int, got {prefetch!r}")
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error: expected 'raise' or 'skip', got {on_error!r}")
-        if decode is not None and not callable(decode):
-            raise TypeError(f"decode: expected a callable, got {_arrays.describe(decode)}")
+        if isinstance(decode, str):
+            if decode not in _DECODE_MODES:
+                raise ValueError(f"decode: expected one of {list(_DECODE_MODES)} or a callable, got {decode!r}")
+        elif decode is not None and not callable(decode):
+            raise TypeError(f"decode: expected 'cpu', 'gpu', 'auto' or a callable, got "
+                            f"{_arrays.describe(decode)}")
         if isinstance(source, (str, bytes, os.PathLike)):
             raise TypeError(f"source: expected an iterable of images, got one {type(source).__name__} "
                             f"(put a single path in a list)")
@@ -604,6 +709,10 @@ class Loader:
             import cv2
 
             imread_flags = cv2.IMREAD_COLOR
+        gpu_decode = None
+        if isinstance(decode, str):
+            gpu_decode = _gpu_decoding(decode, gpu, imread_flags)
+            decode = None
         self._progress = None
         if progress:
             try:
@@ -621,7 +730,9 @@ class Loader:
         self.drop_last = bool(drop_last)
         self._source = source
         self._pipe = _Pipeline(source, size, self.batch_size, gpu, output, workers, copy_threads,
-                               int(prefetch), decode, imread_flags, self.drop_last, options, on_error)
+                               int(prefetch), decode, imread_flags, self.drop_last, options, on_error,
+                               gpu_decode)
+        self.decode = "cpu" if gpu_decode is None else "gpu"
         self._started = False
         self._finished = False
         self._finalizer = weakref.finalize(self, _shutdown, self._pipe, self._progress)
@@ -726,6 +837,30 @@ class Loader:
     def threads(self):
         """The threads this loader started (the feeder, decode and staging pools)."""
         return self._pipe._own_threads()
+
+
+def _gpu_decoding(mode, device, flags):
+    """``(backend, color)`` for decoding batches with the GPU backend, or None to decode
+    on the CPU (``mode`` "cpu", or "auto" without a GPU decoder or a GPU Loader)."""
+    if mode == "cpu":
+        return None
+    backend = _decoders.gpu_backend()
+    if backend is None:
+        if mode == "gpu":
+            raise ValueError("decode: 'gpu' needs nvImageCodec and a CUDA device (pip install "
+                             "'cupyprep[decode]'); decode='auto' falls back to the CPU")
+        return None
+    if mode == "auto" and device is None:
+        return None
+    import cv2
+
+    colors = {cv2.IMREAD_COLOR: "bgr", cv2.IMREAD_GRAYSCALE: "gray"}
+    if hasattr(cv2, "IMREAD_COLOR_RGB"):
+        colors[cv2.IMREAD_COLOR_RGB] = "rgb"
+    if flags not in colors:
+        raise ValueError(f"imread_flags: decode={mode!r} decodes as cv2.IMREAD_COLOR, "
+                         f"IMREAD_GRAYSCALE or IMREAD_COLOR_RGB do; got {flags!r}")
+    return backend, colors[flags]
 
 
 def _thread_count(name, value, cpus):

@@ -59,3 +59,26 @@ def test_face_detector_postprocess(tmp_path, backend):
     box = [int(v) for v in lines[1].split("box (")[1].split(")")[0].split(", ")]
     np.testing.assert_allclose(box, [172, 62, 262, 182], atol=4)
     assert (tmp_path / "faces.png").exists() and lines[-1] == "wrote faces.png"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_decode_and_detect(tmp_path, backend):
+    out = run_example("decode_and_detect.py", backend, tmp_path, "--out", "det")
+    lines = out.splitlines()
+    if backend == "gpu":
+        assert lines[0].startswith("decoded 6 JPEG files on the GPU") and lines[0].endswith("cuda:0")
+    else:
+        assert lines[0] == "decoded 6 JPEG files with OpenCV (CPU backend): cpu"
+    device = "cuda:0" if backend == "gpu" else "cpu"
+    assert lines[1] == f"batch: (6, 3, 320, 320) torch.float32 on {device}"
+    assert lines[2].startswith("detector: ") and lines[2].endswith("(random weights)")
+    sizes = {"astronaut": (512, 512), "coffee": (400, 600), "chelsea": (300, 451), "rocket": (427, 640),
+             "camera": (512, 512), "immunohistochemistry": (512, 512)}
+    for line, (name, (h, w)) in zip(lines[3:], sizes.items()):
+        assert line.startswith(f"{name}.jpg") and f" {w}x{h}: " in line, line
+        assert "all inside the photograph" in line, line
+        count = int(line.split(": ")[1].split(" boxes")[0])
+        assert 0 <= count <= 5
+        drawn = cv2.imread(str(tmp_path / "det" / f"detections_{name}.png"))
+        assert drawn is not None and drawn.shape == (h, w, 3)
+    assert len(lines) == 3 + len(sizes)
