@@ -486,6 +486,38 @@ def test_loader_gpu_decoding_errors_name_the_element(tmp_path, monkeypatch, bad,
         assert w in str(info.value), (w, str(info.value))
 
 
+def test_loader_gpu_decoding_skips_failed_sources(tmp_path, monkeypatch):
+    """on_error="skip" with decode="gpu": each bad source (unreadable, truncated, empty, or
+    a JPEG no decoder reads) is left out and reported once, the rest keep their order."""
+    paths, frames = write_files(tmp_path)
+    missing = tmp_path / "missing.jpg"
+    truncated = tmp_path / "truncated.jpg"
+    truncated.write_bytes(paths[0].read_bytes()[:500])
+    empty = tmp_path / "empty.jpg"
+    empty.write_bytes(b"")
+    refused = tmp_path / "refused.jpg"
+    blob = bytearray(paths[1].read_bytes())
+    blob[300:-2] = b"\x00" * (len(blob) - 302)
+    refused.write_bytes(bytes(blob))
+    real_fallback = _decoders.fallback_decode
+    monkeypatch.setattr(_decoders, "fallback_decode",
+                        lambda data, color: None if bytes(data) == bytes(blob) else real_fallback(data, color))
+    monkeypatch.setattr(_decoders, "gpu_backend", lambda: FakeGpu(refuse=[bytes(blob)]))
+    source = [paths[0], missing, paths[1], truncated, empty, refused, paths[2], paths[3], paths[4]]
+    good = [0, 2, 6, 7, 8]
+    got = collect(Loader(source, SIZE, batch_size=3, device="cpu", decode="gpu", on_error="skip"))
+    index = np.concatenate([m.index for _, m in got])
+    np.testing.assert_array_equal(index, good)
+    skipped = [s for _, m in got for s in m.skipped]
+    assert [s.index for s in skipped] == [1, 3, 4, 5]
+    assert [s.item for s in skipped] == [str(missing), str(truncated), str(empty), str(refused)]
+    assert "corrupt JPEG data" in skipped[3].reason
+    want = [frames[0], frames[1], frames[2], frames[3], frames[4]]
+    batch = np.concatenate([b for b, _ in got])
+    ref, _ = cupyprep.preprocess(want, SIZE)
+    np.testing.assert_array_equal(batch, ref)
+
+
 def test_loader_decode_modes_without_a_gpu_decoder(tmp_path, monkeypatch):
     monkeypatch.setattr(_decoders, "gpu_backend", lambda: None)
     paths, _ = write_files(tmp_path)
