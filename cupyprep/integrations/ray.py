@@ -530,19 +530,22 @@ class Detect(Preprocess):
 
 
 def detection_pipeline(dataset, model_factory, size, *, batch_size=32, concurrency=1, num_gpus=None,
-                       **kwargs):
+                       num_cpus=None, **kwargs):
     """``dataset.map_batches(Detect, ...)``: a Ray Dataset of images (an image column) or
     of files (``read_binary_files``'s ``bytes``) to one of detections, per row ``boxes``,
     ``scores``, ``classes`` (:class:`Detect`) and the columns that pass through.
 
     ``concurrency`` actors of ``num_gpus`` GPUs each (``None``: 1 where this Ray cluster
-    has GPUs, else 0 and the CPU backend); ``kwargs`` go to :class:`Detect`. Write the
-    result with ``.write_parquet(path)`` or ``.write_json(path)``.
+    has GPUs, else 0 and the CPU backend) and ``num_cpus`` CPUs each (``None``: Ray's
+    default, 1; leave the reading tasks a CPU: actors holding every CPU of a cluster
+    starve the read that feeds them); ``kwargs`` go to :class:`Detect`. Write the result
+    with ``.write_parquet(path)`` or ``.write_json(path)``.
     """
     if num_gpus is None:
         import ray
 
         num_gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+    resources = {} if num_cpus is None else {"num_cpus": num_cpus}
     return dataset.map_batches(Detect, fn_constructor_args=(model_factory, size),
                                fn_constructor_kwargs=kwargs, batch_size=batch_size,
-                               concurrency=concurrency, num_gpus=num_gpus)
+                               concurrency=concurrency, num_gpus=num_gpus, **resources)
