@@ -106,7 +106,8 @@ class NetworkBoxes:
 # pipeline can hold its workers at once (actors of 1 CPU each would starve the others).
 def _staged(ds, num_gpus):
     """Preprocess (GPU actors where num_gpus) -> a model stage -> MapBack."""
-    return (ds.map_batches(cray.Preprocess, fn_constructor_args=(SIZE,), batch_size=32,
+    return (ds.map_batches(cray.Preprocess, fn_constructor_args=(SIZE,),
+                           fn_constructor_kwargs={"device": "cuda" if num_gpus else "cpu"}, batch_size=32,
                            concurrency=1 if num_gpus else 2, num_gpus=num_gpus, num_cpus=0.25)
             .map_batches(NetworkBoxes, batch_size=32, concurrency=1, num_cpus=0.25)
             .map_batches(cray.MapBack, fn_constructor_kwargs={"columns": ["boxes"], "drop_meta": False},
@@ -122,7 +123,7 @@ def _fused(folder, num_gpus):
     ds = ray.data.read_binary_files(str(folder), include_paths=True)
     return cray.detection_pipeline(ds, make_detector, SIZE, id_column="path", batch_size=32,
                                    concurrency=1 if num_gpus else 2, num_gpus=num_gpus, num_cpus=0.5,
-                                   **NMS)
+                                   device="cuda" if num_gpus else "cpu", **NMS)
 
 
 def _rows_by_id(rows, key):

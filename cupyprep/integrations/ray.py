@@ -222,10 +222,8 @@ class _Uploader:
         cupy.cuda.runtime.memcpyAsync(slot.dev_ptr, slot.host.ctypes.data, nbytes,
                                       cupy.cuda.runtime.memcpyHostToDevice, stream_ptr)
         slot.copied.record(cupy.cuda.ExternalStream(stream_ptr))
-        views = _staging.device_views(slot.dev, shapes, offsets, frames[0].dtype, uniform, self.library)
-        if uniform and frames[0].ndim == 2:
-            views = views[..., None]
-        return views
+        # HW frames come back as (H, W, 1) views (an NHW1 array when they share a size)
+        return _staging.device_views(slot.dev, shapes, offsets, frames[0].dtype, uniform, self.library)
 
 
 class Preprocess:

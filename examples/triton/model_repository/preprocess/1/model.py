@@ -88,8 +88,8 @@ class TritonPythonModel:
     def warm(self):
         """Compile (or load from CuPy's cache) the kernel variant requests launch: a ragged
         list of uint8 3-channel images, this configuration's output."""
-        images = [self.xp.zeros((5, 7, 3), np.uint8), self.xp.zeros((9, 4, 3), np.uint8)]
-        self._run(images)
+        with self.stream if self.on_gpu else contextlib.nullcontext():
+            self._run([self.xp.zeros((5, 7, 3), np.uint8), self.xp.zeros((9, 4, 3), np.uint8)])
         if self.on_gpu:
             self.stream.synchronize()
 
