@@ -21,7 +21,9 @@ PACKAGE = Path(cupyprep.__file__).resolve().parent
 # Each module's layer: a module imports only modules of lower layers. The kernel registry
 # (_specs) is the leaf; the compile layer builds on it; the launch, stream, torch and
 # memory layers on that; the argument checks and the helpers several ops share above them;
-# the public ops above those; the adapters and the package's front on top.
+# the public ops above those; the package's front above them, and the adapters to other
+# systems (integrations: Ray, ...), which use the public API and which the front never
+# imports, on top.
 LAYERS = {
     "_specs": 0,
     "cpu": 0,
@@ -39,6 +41,7 @@ LAYERS = {
     "pipeline": 9, "cv2compat": 9, "geometry": 9, "detection": 9, "demo": 9,
     "testing": 10,
     "__init__": 11,
+    "integrations": 12,
 }
 
 
