@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 from . import _kernels
-from ._allocators import captured_allocations, out_of_memory, torch_allocations
+from ._allocators import DeviceMemoryError, captured_allocations, out_of_memory, torch_allocations
 from ._streams import chosen_stream, cupy_stream, local, order_after, torch_current_stream
 from ._torch import TensorView, from_torch, is_torch, tensor_type, torch_bf16, torch_dtype
 
@@ -169,6 +169,11 @@ class Prepared:
                     f"{name}: expected shape {shape} and dtype {dtype}, got {describe(out)}"
                 )
             return out, view
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes >= _NO_DEVICE_HOLDS and self.device:  # torch cannot even size some such tensors
+            op = _op_name(None)
+            raise DeviceMemoryError(f"{op}: an output of shape {shape} ({nbytes:,} bytes) is larger "
+                                    f"than any device's memory", op=op, nbytes=nbytes)
         if self.kind == "torch":
             tensor = self.tensor.new_empty(shape, dtype=torch_dtype(dtype))
             return tensor, from_torch(tensor)
@@ -322,6 +327,7 @@ class _Launch:
 
 
 _NOT_ENTERED = object()
+_NO_DEVICE_HOLDS = 2**50  # bytes: an output this large fits no device
 
 
 def _op_name(tb):

@@ -89,6 +89,7 @@ UNREADABLE = "could not read the file"  # the start of the reason for a file tha
 
 # --- reading sources ---------------------------------------------------------------------------
 _MAGIC = ((b"\xff\xd8\xff", "jpeg"), (b"\x89PNG\r\n\x1a\n", "png"))
+CMYK_JPEG = "jpeg-cmyk"  # a JPEG of four components: decoded by OpenCV
 
 
 def sniff(data):
@@ -134,6 +135,26 @@ def jpeg_problem(data):
         pos += 2 + length
     if bytes(data[pos:]).find(b"\xff\xd9") < 0:
         return "truncated JPEG: no end-of-image marker after the image data"
+    return None
+
+
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # start-of-frame markers
+
+
+def jpeg_components(data):
+    """The component count of a JPEG's frame header (1 gray, 3 YCbCr, 4 CMYK / YCCK), or
+    None where the headers end first (a walk over the few segments before the frame)."""
+    n, pos = len(data), 2
+    while pos + 3 < n and data[pos] == 0xFF:
+        marker = int(data[pos + 1])
+        if marker == 0xFF:
+            pos += 1
+            continue
+        if marker in _SOF:
+            return int(data[pos + 9]) if pos + 9 < n else None
+        if marker == 0xDA or 0xD0 <= marker <= 0xD9 or marker == 0x01:
+            return None
+        pos += 2 + ((int(data[pos + 2]) << 8) | int(data[pos + 3]))
     return None
 
 
@@ -198,6 +219,10 @@ def check_entry(entry):
     reason = jpeg_problem(data) if fmt == "jpeg" else None
     if reason is not None:
         return entry._replace(data=None, format=fmt, reason=reason)
+    if fmt == "jpeg" and jpeg_components(data) == 4:
+        # Adobe CMYK / YCCK: OpenCV's conversion to BGR (nvJPEG's rounds otherwise, by 1 on
+        # most pixels), so these decode as cv2.imdecode decodes them
+        fmt = CMYK_JPEG
     return entry._replace(format=fmt)
 
 
@@ -288,7 +313,7 @@ def fallback_decode(data, color):
 
 
 def undecodable(fmt, gpu_tried):
-    if fmt == "jpeg":
+    if fmt in ("jpeg", CMYK_JPEG):
         who = "the GPU decoder and cv2.imdecode both failed" if gpu_tried else "cv2.imdecode failed"
         return f"corrupt JPEG data ({who})"
     if fmt == "png":

@@ -35,11 +35,14 @@ def choice(name, value, choices):
     return value
 
 
+_INT32_LIMIT = 2**31
+
+
 def size_hw(name, size):
     """A ``(height, width)`` pair of positive ints."""
     if type(size) is tuple and len(size) == 2 and type(size[0]) is int and type(size[1]) is int:
         h, w = size  # the common form, checked the quick way
-        if h > 0 and w > 0:
+        if 0 < h < _INT32_LIMIT and 0 < w < _INT32_LIMIT:
             return h, w
     if (
         not isinstance(size, (tuple, list))
@@ -50,6 +53,8 @@ def size_hw(name, size):
     h, w = int(size[0]), int(size[1])
     if h <= 0 or w <= 0:
         raise ValueError(f"{name}: expected positive height and width, got {(h, w)}")
+    if h >= _INT32_LIMIT or w >= _INT32_LIMIT:  # the kernels index rows and columns with int32
+        raise ValueError(f"{name}: expected a height and width below 2**31, got {(h, w)}")
     return h, w
 
 
@@ -301,9 +306,11 @@ def image_layout(name, array, layout, max_channels=None):
 
 
 def positive_int(name, value, allow_none=False):
-    """``value`` as a positive int (or None where allowed); a ValueError naming ``name``."""
+    """``value`` as a positive int below 2**31 (a kernel's int32 count; or None where
+    allowed); a ValueError naming ``name``."""
     if value is None and allow_none:
         return None
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 0 < value < 2**63:
-        raise ValueError(f"{name}: expected a positive int{' or None' if allow_none else ''}, got {value!r}")
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 0 < value < _INT32_LIMIT:
+        raise ValueError(f"{name}: expected a positive int{' or None' if allow_none else ''} (below "
+                         f"2**31), got {value!r}")
     return int(value)

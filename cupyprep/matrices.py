@@ -71,20 +71,40 @@ def get_rotation_matrix_2d(center, angle, scale=1.0):
 
 @_arrays.on_input_device
 def invert_affine_transform(matrix):
-    """``cv2.invertAffineTransform`` for (2, 3) or (N, 2, 3) matrices (numpy or cupy), in
+    """``cv2.invertAffineTransform`` for (2, 3) or (N, 2, 3) matrices (numpy, cupy or torch), in
     float64 with OpenCV's formula; a ValueError for singular matrices.
 
     Example
     -------
     >>> back = cupyprep.invert_affine_transform(M)                       # doctest: +SKIP
     """
-    m = _as_float_array("matrix", matrix, (2, 3))
-    return _matrix_math.invert_affine(m, xp_of(m), lambda k: ValueError(
-        f"{_matrix_math.item('matrix', k)}: singular affine matrix (determinant 0), got {_arrays.describe(m)}"))
+    view, back = unwrap(matrix)
+    m = _as_float_array("matrix", view, (2, 3))
+    return back(_matrix_math.invert_affine(m, xp_of(m), lambda k: ValueError(
+        f"{_matrix_math.item('matrix', k)}: singular affine matrix (determinant 0), got {_arrays.describe(m)}")))
 
 
-def _points(name, pts, count=None):
-    xp = xp_of(pts)
+def _inputs(**named):
+    """The arrays of a helper's arguments as numpy / cupy (torch tensors through zero-copy
+    views), the module they are computed with (cupy if any is on the device: host values
+    are copied there) and ``back``, which hands a result back as the first argument's kind
+    (torch for torch). A CPU tensor beside device arrays is a TypeError naming it: its
+    result would have to come back to the host."""
+    views, backs = {}, []
+    for name, value in named.items():
+        views[name], back = unwrap(value)
+        backs.append(back)
+    xp = xp_of(*views.values())
+    if xp is not np:
+        for name, value in named.items():
+            if _arrays.is_torch(value) and not value.is_cuda:
+                raise TypeError(f"{name}: expected a CUDA tensor or a host array like the other "
+                                f"arguments on the device, got {_arrays.describe(value)}")
+    return views, xp, backs[0]
+
+
+def _points(name, pts, count=None, xp=None):
+    xp = xp_of(pts) if xp is None else xp
     a = _validate.as_numbers(name, pts, xp.float64, xp)
     if a.ndim not in (2, 3) or a.shape[-1] != 2 or (count is not None and a.shape[-2] != count):
         k = count if count is not None else "K"
@@ -93,40 +113,43 @@ def _points(name, pts, count=None):
 
 
 def _point_pairs(src, dst, count):
-    """``(src, dst, xp)`` for the exact-fit transforms: ``count`` points each, same shape."""
-    s, d = _points("src", src, count), _points("dst", dst, count)
+    """``(src, dst, xp, back)`` for the exact-fit transforms: ``count`` points each, same
+    shape (see :func:`_inputs`)."""
+    views, xp, back = _inputs(src=src, dst=dst)
+    s, d = _points("src", views["src"], count, xp), _points("dst", views["dst"], count, xp)
     if s.shape != d.shape:
         raise ValueError(f"dst: expected the shape of src {s.shape}, got {d.shape}")
-    return s, d, xp_of(s, d)
+    return s, d, xp, back
 
 
 @_arrays.on_input_device
 def get_affine_transform(src, dst):
     """``cv2.getAffineTransform``: the (2, 3) matrix mapping 3 points ``src`` to ``dst``
-    (each (3, 2) as x, y; or (N, 3, 2) for N matrices), float64, numpy or cupy.
+    (each (3, 2) as x, y; or (N, 3, 2) for N matrices), float64, numpy, cupy or torch
+    (as ``src``; host points beside device points are copied to the device).
 
     Example
     -------
     >>> M = cupyprep.get_affine_transform(tri_src, tri_dst)              # doctest: +SKIP
     """
-    s, d, xp = _point_pairs(src, dst, 3)
+    s, d, xp, back = _point_pairs(src, dst, 3)
     a = xp.concatenate([s, xp.ones(s.shape[:-1] + (1,))], axis=-1)  # rows [x, y, 1]
     det = xp.linalg.det(a)
     if bool(xp.any(xp.abs(det) < 1e-12)):
         raise ValueError("src: the three points are collinear (no affine transform maps them)")
-    return xp.swapaxes(xp.linalg.solve(a, d), -1, -2)
+    return back(xp.swapaxes(xp.linalg.solve(a, d), -1, -2))
 
 
 @_arrays.on_input_device
 def get_perspective_transform(src, dst):
     """``cv2.getPerspectiveTransform``: the (3, 3) homography mapping 4 points ``src`` to
-    ``dst`` ((4, 2) or (N, 4, 2)), normalized so ``M[2, 2] = 1``, float64, numpy or cupy.
+    ``dst`` ((4, 2) or (N, 4, 2)), normalized so ``M[2, 2] = 1``, float64, numpy, cupy or torch (as ``src``).
 
     Example
     -------
     >>> H = cupyprep.get_perspective_transform(quad, corners)            # doctest: +SKIP
     """
-    s, d, xp = _point_pairs(src, dst, 4)
+    s, d, xp, back = _point_pairs(src, dst, 4)
     x, y, u, v = s[..., 0], s[..., 1], d[..., 0], d[..., 1]
     one, zero = xp.ones_like(x), xp.zeros_like(x)
     rows_u = xp.stack([x, y, one, zero, zero, zero, -x * u, -y * u], axis=-1)
@@ -139,7 +162,7 @@ def get_perspective_transform(src, dst):
                          "maps them")
     h = xp.linalg.solve(a, b)[..., 0]
     h = xp.concatenate([h, xp.ones(h.shape[:-1] + (1,))], axis=-1)
-    return h.reshape(h.shape[:-1] + (3, 3))
+    return back(h.reshape(h.shape[:-1] + (3, 3)))
 
 
 @_arrays.on_input_device
@@ -147,7 +170,8 @@ def estimate_similarity(src, dst):
     """Least-squares similarity (rotation, uniform scale, translation; no reflection) mapping
     points ``src`` to ``dst``: Umeyama's estimate, which in 2-D is closed form.
 
-    ``src``, ``dst``: (K, 2) or (N, K, 2) with K >= 2 (numpy or cupy). Returns (2, 3) or
+    ``src``, ``dst``: (K, 2) or (N, K, 2) with K >= 2 (numpy, cupy or torch; a set of one
+    broadcasts against a batch). Returns, as ``src``'s kind, (2, 3) or
     (N, 2, 3) float64 matrices ``[[a, -b, tx], [b, a, ty]]``.
 
     Convention: with centered points p, q, ``a = sum(p . q) / sum |p|^2`` and
@@ -159,15 +183,17 @@ def estimate_similarity(src, dst):
     -------
     >>> M = cupyprep.estimate_similarity(landmarks, cupyprep.ARCFACE_112)   # doctest: +SKIP
     """
-    s, d = _points("src", src), _points("dst", dst)
-    xp = xp_of(s, d)
-    if s.shape != d.shape:
-        raise ValueError(f"dst: expected the shape of src {s.shape}, got {d.shape}")
+    views, xp, back = _inputs(src=src, dst=dst)
+    s, d = _points("src", views["src"], None, xp), _points("dst", views["dst"], None, xp)
+    batches = {a.shape[0] for a in (s, d) if a.ndim == 3} - {1}  # a batch of one broadcasts
+    if s.shape[-2] != d.shape[-2] or len(batches) > 1:
+        raise ValueError(f"dst: expected {s.shape[-2]} points like src (one set, or one per set of "
+                         f"src), got shape {d.shape} for src of shape {s.shape}")
     if s.shape[-2] < 2:
         raise ValueError(f"src: expected at least 2 points, got {s.shape[-2]}")
     if xp is not np:  # on_input_device made the points' device and stream current
-        return _matrix_math.similarity_on_device(xp, xp.asarray(s), xp.asarray(d))
-    return _matrix_math.similarity_numpy(s, d, "src")
+        return back(_matrix_math.similarity_on_device(xp, s, d))
+    return back(_matrix_math.similarity_numpy(s, d, "src"))
 
 
 @_arrays.on_input_device
@@ -182,9 +208,8 @@ def transform_points(points, matrix):
     -------
     >>> moved = cupyprep.transform_points(keypoints, matrices)         # doctest: +SKIP
     """
-    pts, back = unwrap(points)
-    m, _ = unwrap(matrix)
-    xp = xp_of(pts, m)
+    views, xp, back = _inputs(points=points, matrix=matrix)
+    pts, m = views["points"], views["matrix"]
     hint = "pass it on the other argument's device"
     if not hasattr(pts, "shape"):
         pts = _validate.as_numbers("points", pts)

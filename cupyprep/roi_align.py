@@ -110,6 +110,7 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
     if sampling_ratio > MAX_SAMPLING_RATIO:  # its square is the samples per bin: bounded work
         raise ValueError(f"sampling_ratio: expected at most {MAX_SAMPLING_RATIO} (or <= 0 for the "
                          f"adaptive grid), got {sampling_ratio}")
+    sampling_ratio = max(int(sampling_ratio), 0)  # any value <= 0: the adaptive grid (int32 for the kernel)
     aligned = _validate.flag("aligned", aligned)
     # list rois are assembled on the features' device and stream
     with call.launch():

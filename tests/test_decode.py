@@ -373,6 +373,21 @@ def test_batch_goes_to_the_gpu_in_one_call_the_rest_to_cv2(tmp_path, fallbacks, 
             np.testing.assert_array_equal(got, ref)
 
 
+def test_cmyk_jpegs_go_to_opencv(fallbacks):
+    """Four-component (Adobe CMYK / YCCK) JPEGs are decoded by OpenCV, as cv2.imdecode
+    converts them; three- and one-component JPEGs go to the GPU decoder."""
+    cmyk, ycc, gray = cmyk_jpeg(bgr("chelsea", 4)), jpeg(bgr("coffee", 4)), jpeg(bgr("camera", 4)[:, :, :1])
+    assert [_decoders.jpeg_components(np.frombuffer(b, np.uint8)) for b in (cmyk, ycc, gray)] == [4, 3, 1]
+    assert _decoders.jpeg_components(np.frombuffer(with_thumbnail(cmyk), np.uint8)) == 4
+    entries = [_decoders.read_source(k, b) for k, b in enumerate((cmyk, ycc))]
+    assert [e.format for e in entries] == [_decoders.CMYK_JPEG, "jpeg"]
+    fake = FakeGpu()
+    images, failures = _decoders.decode_batch(entries, "bgr", fake, _decoders.HostSink())
+    assert failures == [] and fake.calls == [[ycc]]
+    np.testing.assert_array_equal(images[0], cv2_decode(cmyk))
+    assert fallbacks == [cmyk]
+
+
 def test_a_jpeg_neither_decoder_reads_is_named(fallbacks):
     bad = corrupt_jpeg()
     fake = FakeGpu()
@@ -606,6 +621,8 @@ def test_gpu_jpeg_kinds_parity_with_cv2(nvimgcodec):
         blobs[f"exif {o}"] = exif_jpeg(bgr("rocket")[:, :300], o)
     images = cupyprep.decode(list(blobs.values()))
     for img, (what, blob) in zip(images, blobs.items()):
+        if what == "cmyk":  # decoded by OpenCV: its bits
+            np.testing.assert_array_equal(cupy.asnumpy(img), cv2_decode(blob))
         assert_jpeg_close(cupy.asnumpy(img), cv2_decode(blob), what)
 
 
@@ -795,6 +812,7 @@ def _rss_bytes():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+@pytest.mark.serial  # device-wide memory: other test processes would move it
 @pytest.mark.gpu
 @pytest.mark.slow
 def test_gpu_memory_stays_flat_over_10000_images(nvimgcodec):

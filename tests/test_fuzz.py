@@ -30,6 +30,7 @@ DEEP = PROFILE_EXAMPLES > 200  # the "deep" profile (or one asked for on the com
 CPU_EXAMPLES = PROFILE_EXAMPLES if DEEP else 60
 EMULATED_EXAMPLES = 12
 CALL_SECONDS = 60  # a call that takes longer counts as a hang
+_FUZZ_DEVICE_BYTES = 4 << 30  # device memory a GPU fuzz test may hold
 
 
 @dataclass
@@ -253,19 +254,33 @@ def check_call(op, args, replaced, convert=lambda a: a):
     except (TypeError, ValueError) as exc:
         message = str(exc)
         names = [n for r in replaced for n in (r, *op.aliases.get(r, ()))]
-        if any(type(args[r]).__module__.startswith("torch") for r in replaced):
-            names += list(op.args)  # mixed kinds: the error may name either side
+        if len({_kind(v) for v in call_args.values()} - {None}) > 1:
+            names += list(op.args)  # mixed kinds or devices: the error may name either side
         assert any(n in message for n in names), \
             f"{op.name}: {type(exc).__name__} names none of {replaced}: {message}"
         return "refused"
     except MemoryError as exc:
-        assert _asked_bytes(args) >= 2**31, f"{op.name}: MemoryError for a small call: {exc}"
+        # an output of that many pixels (up to 64 bytes each) may pass the GPU tests' cap
+        assert _asked_bytes(args) >= _FUZZ_DEVICE_BYTES // 64, f"{op.name}: MemoryError for a small call: {exc}"
         return "refused"
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     _check_result(op, args, call_args, result)
     return "ran"
+
+
+def _kind(value):
+    """Where an argument's array lives ("numpy", "cupy", "torch:cpu", "torch:cuda"), or None
+    for anything else."""
+    module = type(value).__module__
+    if isinstance(value, np.ndarray):
+        return "numpy"
+    if module.startswith("cupy"):
+        return "cupy"
+    if module.startswith("torch") and hasattr(value, "device"):
+        return f"torch:{value.device.type}"
+    return None
 
 
 def _arrays_of(result):
@@ -358,15 +373,34 @@ def test_fuzz_gpu(name, kind):
             return cupy.asarray(a) if isinstance(a, np.ndarray) else a
 
     op = BY_NAME[name]
+    # huge sizes ask for all the device has: a cap per process leaves the rest to the tests
+    # beside (xdist), and an allocation past it is the out-of-memory error under test
+    pool = cupy.get_default_memory_pool()
+    limit = pool.get_limit()
+    pool.set_limit(size=_FUZZ_DEVICE_BYTES)
+    if kind == "torch":
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, _FUZZ_DEVICE_BYTES / total))
 
     @_fuzz_settings(PROFILE_EXAMPLES)
     @given(calls(op))
     def run(case):
         args, replaced = case
-        check_call(op, args, replaced, convert)
-        cupy.cuda.Device().synchronize()  # a kernel's fault shows here, in this case
+        try:
+            check_call(op, args, replaced, convert)
+            cupy.cuda.Device().synchronize()  # a kernel's fault shows here, in this case
+        finally:
+            # huge sizes allocate what the device has: give it back, for the tests beside
+            cupy.get_default_memory_pool().free_all_blocks()
+            if kind == "torch":
+                torch.cuda.empty_cache()
 
-    run()
+    try:
+        run()
+    finally:
+        pool.set_limit(size=limit)
+        if kind == "torch":
+            torch.cuda.set_per_process_memory_fraction(1.0)
 
 
 
@@ -412,6 +446,12 @@ FOUND = [
     # NumPy's "Maximum allowed dimension exceeded"
     (lambda: cupyprep.multiclass_nms(_B.reshape(2, 15, 4), np.ones((2, 15, 3), np.float32),
                                      max_detections=2**63), ValueError, "max_detections"),
+    # on a GPU: sizes and counts of 2**31 and more wrapped in the kernels' int32 arguments
+    (lambda: cupyprep.resize(_IMG, (2**31, 4)), ValueError, "size"),
+    (lambda: cupyprep.align_faces(_img((2, 40, 50, 3)), BY_NAME["align_faces"].args["landmarks"], [0],
+                                  size=(4, 2**31)), ValueError, "size"),
+    (lambda: cupyprep.multiclass_nms(_B.reshape(2, 15, 4), np.ones((2, 15, 3), np.float32), top_k=2**31),
+     ValueError, "top_k"),
     # the error named mean for an image of the wrong channel count
     (lambda: cupyprep.normalize(_IMG[..., :2], (0.4, 0.5, 0.6)), ValueError, "img"),
 ]
@@ -423,3 +463,16 @@ def test_found_by_fuzzing(case):
     with pytest.raises(exc) as info:
         call()
     assert word in str(info.value), str(info.value)
+
+
+@pytest.mark.emulated
+def test_found_any_negative_sampling_ratio_is_the_adaptive_grid():
+    """sampling_ratio=-2**63 wrapped in the kernel's int32 argument: every value <= 0 is
+    torchvision's adaptive grid, on the CPU backend and the kernels alike."""
+    from cupyprep.testing import emulate
+
+    args = BY_NAME["roi_align"].args
+    want = cupyprep.roi_align(args["features"], args["rois"], 3, 0.5, -1)
+    np.testing.assert_array_equal(cupyprep.roi_align(args["features"], args["rois"], 3, 0.5, -2**63), want)
+    with emulate():
+        np.testing.assert_array_equal(cupyprep.roi_align(args["features"], args["rois"], 3, 0.5, -2**63), want)

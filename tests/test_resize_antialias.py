@@ -253,4 +253,9 @@ def test_gpu_matches_torchvision(torch_cuda, mode):
         ours = cupyprep.resize(f, dst, interpolation=mode, antialias=True)
         theirs = F.resize(f.permute(2, 0, 1), list(dst), interpolation=interp,
                           antialias=True).permute(1, 2, 0)
-        assert float((ours - theirs).abs().max()) <= 1e-5
+        err = float((ours - theirs).abs().max())
+        print(f"{mode} {dst}: float32 against torchvision on the GPU: max {err:.3g}")
+        # torchvision's CUDA kernel computes its weights and sums them in another order:
+        # measured 1.01e-5 for bicubic on an H200 (a 700-row downscale sums ~12 taps an axis
+        # with weights up to 1.3 in magnitude), under 1e-5 for bilinear
+        assert err <= (1e-5 if mode == "linear" else 2e-5)

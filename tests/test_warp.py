@@ -149,6 +149,33 @@ def test_transform_points_matches_cv2():
     np.testing.assert_allclose(homs[1], cv2.perspectiveTransform(pts[None, ::-1], H.T)[0], atol=1e-9)
 
 
+def test_matrix_helpers_take_torch_tensors_and_broadcast_one_set():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    quad = rng.uniform(0, 50, (4, 2))
+    t = torch.from_numpy
+    cases = [(G.get_affine_transform, (quad[:3], quad[:3] * 1.5 + 2)),
+             (G.get_perspective_transform, (quad, quad * 0.8 + 3)),
+             (G.estimate_similarity, (quad, quad * 0.7 + 3)),
+             (G.transform_points, (quad, rotation(rng, 40, 40))),
+             (G.invert_affine_transform, (rotation(rng, 40, 40),))]
+    for fn, args in cases:
+        got = fn(*[t(a) for a in args])
+        assert isinstance(got, torch.Tensor), fn.__name__
+        np.testing.assert_array_equal(got.numpy(), fn(*args), err_msg=fn.__name__)
+    # one set of template points against a batch of sets, or a batch of one against many
+    sets = rng.uniform(0, 300, (6, 5, 2))
+    tmpl = np.asarray(G.ARCFACE_112)
+    np.testing.assert_allclose(G.estimate_similarity(sets, tmpl),
+                               np.stack([G.estimate_similarity(s, tmpl) for s in sets]), atol=1e-9)
+    np.testing.assert_allclose(G.estimate_similarity(sets[:1], sets),
+                               np.stack([G.estimate_similarity(sets[0], s) for s in sets]), atol=1e-9)
+    with pytest.raises(ValueError, match="dst: expected 5 points like src"):
+        G.estimate_similarity(sets, sets[:2])
+    with pytest.raises(ValueError, match="dst: expected 5 points like src"):
+        G.estimate_similarity(sets, sets[:, :4])
+
+
 @pytest.mark.parametrize("call, exc, words", [
     (lambda: G.invert_affine_transform(np.zeros((2, 3))), ValueError, ["matrix", "singular"]),
     (lambda: G.invert_affine_transform(np.zeros((3, 3))), ValueError, ["matrix", "(2, 3)"]),
