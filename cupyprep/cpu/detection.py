@@ -26,7 +26,10 @@ def score_key(scores):
 
 def descending_order(scores):
     """Indices by descending score, ties by ascending index (a stable sort); NaN first."""
-    return np.argsort(~score_key(scores), kind="stable")
+    s = np.asarray(scores).astype(F32)
+    if not np.isnan(s).any():  # the sort compares -0.0 and +0.0 equal, as score_key does
+        return np.argsort(-s, kind="stable")
+    return np.argsort(~score_key(s), kind="stable")
 
 
 # --- IoU -----------------------------------------------------------------------------------------
@@ -62,27 +65,34 @@ def iou_over(box, others, threshold, half):
 
 
 def _columns(sorted_boxes, half):
-    """x1, y1, x2, y2 and the area as iou_over computes it, float32 columns."""
-    b = np.asarray(sorted_boxes).astype(F32)
-    x1, y1, x2, y2 = (np.ascontiguousarray(b[:, k]) for k in range(4))
+    """x1, y1, x2, y2 and the area as iou_over computes it: (5, n) float32 columns."""
+    b = np.asarray(sorted_boxes)
+    cols = np.empty((5, len(b)), F32)
+    cols[:4] = b.T
     with np.errstate(over="ignore", invalid="ignore"):
-        h = y2 - y1
+        h = cols[3] - cols[1]
         if half:
             h = _round_half(h)
-        area = (x2 - x1) * h
-    return np.stack([x1, y1, x2, y2, area])
+        np.multiply(cols[2] - cols[0], h, out=cols[4])
+    return cols
 
 
 def _over(a, b, threshold, half):
     """iou_over's arithmetic on columns (5, ...) from _columns: box a against box b,
-    element by element (a's columns may be scalars)."""
+    element by element, broadcast (a (5, k, 1) against b (5, 1, m) gives a (k, m) matrix)."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        w = np.fmin(a[2], b[2]) - np.fmax(a[0], b[0])
-        h = np.fmin(a[3], b[3]) - np.fmax(a[1], b[1])
+        w = np.fmin(a[2], b[2])
+        w -= np.fmax(a[0], b[0])
+        h = np.fmin(a[3], b[3])
+        h -= np.fmax(a[1], b[1])
         if half:
             w, h = _round_half(w), _round_half(h)
-        inter = np.fmax(w, F32(0)) * np.fmax(h, F32(0))
-        return inter / ((a[4] + b[4]) - inter) > threshold
+        inter = np.fmax(w, F32(0), out=w)
+        inter *= np.fmax(h, F32(0), out=h)
+        union = a[4] + b[4]
+        union -= inter
+        inter /= union
+        return inter > threshold
 
 
 # Greedy NMS keeps a box unless an earlier kept box overlaps it by more than the threshold.
@@ -96,6 +106,11 @@ def _over(a, b, threshold, half):
 # with every later box, suppressed or not, took 30 ms for 1000 boxes and seconds for 20000.
 _PAIR_CHUNK = 1 << 20  # candidate pairs per vectorised pass of the second phase
 _MAX_STRIPS = 4096
+_BLOCK = 64  # boxes a block of the first phase
+_UPPER = np.triu(np.ones((_BLOCK, _BLOCK), bool), 1)
+_BLOCK_COST = 16384  # a block's fixed cost, in IoU elements
+_PAIR_COST = 4  # a second-phase candidate pair, in IoU elements of the first phase
+_SWEEP_AT = 256  # first-phase elements a box left from which the second phase is costed
 
 
 def _sweep(cols, cls):
@@ -178,6 +193,28 @@ def _resolve(n, u, v):
     return ~suppressed
 
 
+def _block_survivors(over):
+    """Which boxes of a block survive greedy suppression among themselves: ``over`` (b, b)
+    says which box suppresses which, strictly upper triangular. Kept is the fixed point of
+    "kept = no kept box before it suppresses it"; there is one (each box's entry depends on
+    the entries before it), and iterating from all kept reaches it (after r rounds the
+    first r entries are right), in as many rounds as the longest chain of suppressions."""
+    m = over.astype(F32)
+    kept = ~over.any(axis=0)  # the first round
+    while True:
+        now = kept.astype(F32) @ m == 0  # suppressor counts below 2**24: exact
+        if (now == kept).all():
+            return now
+        kept = now
+
+
+def _paired(cols):
+    """The boxes that can take part in a pair (IoU > 0 needs a finite box of positive
+    sides)."""
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(cols[:4]).all(axis=0) & (cols[2] > cols[0]) & (cols[3] > cols[1])
+
+
 def _greedy(sorted_boxes, threshold, half, classes=None, limit=None):
     """Greedy NMS over boxes already in processing order: positions kept (in order), the
     first ``limit`` of them."""
@@ -188,50 +225,59 @@ def _greedy(sorted_boxes, threshold, half, classes=None, limit=None):
         return np.arange(min(n, max(limit, 0)), dtype=np.int64)  # IoU > NaN never holds
     cols = _columns(sorted_boxes, half)
     cls = None if classes is None else np.unique(np.asarray(classes), return_inverse=True)[1].reshape(-1)
-    # boxes that can take part in a pair (IoU > 0 needs a finite box of positive sides)
-    with np.errstate(invalid="ignore"):
-        paired = np.isfinite(cols[:4]).all(axis=0) & (cols[2] > cols[0]) & (cols[3] > cols[1])
-    # first phase: the next box is kept and drops the alive boxes it suppresses. Every 8
-    # steps, where finishing looks costly (over 256 elements a box), the second phase's cost
-    # is counted (candidate pairs: thresholds below 0 suppress disjoint boxes too, and take
-    # the first phase alone); the first phase stops where finishing would cost more than
-    # that, or once its work (elements compared, and a step's fixed cost) reaches it
+    # first phase, a block of the next _BLOCK alive boxes at a time: the block's IoU with
+    # itself resolves which of them are kept, and those kept drop the later alive boxes they
+    # suppress (two array operations a block, on (block, block) and (kept, later) matrices).
+    # Where finishing so looks costly (over _SWEEP_AT elements a box), the second phase's
+    # cost is counted (candidate pairs: thresholds below 0 suppress disjoint boxes too, and
+    # take the first phase alone); the first phase stops where finishing would cost more
+    # than that, or once its work (elements compared, and a block's fixed cost) reaches it
     pairs = np.inf if thr < 0 else None
-    live, alive, live_cls = list(cols), np.arange(n), cls  # the alive boxes' columns
-    keep = []
-    work, step_cost = 0, 1024
-    while alive.size and len(keep) < limit and (pairs is None or work < pairs):
-        keep.append(alive[0])
-        over = _over([c[0] for c in live], [c[1:] for c in live], thr, half)
-        if live_cls is not None:
-            over &= live_cls[1:] == live_cls[0]
-        work += alive.size + step_cost
-        stay = ~over
-        live = [c[1:][stay] for c in live]  # row by row: faster than one 2-D selection
-        alive = alive[1:][stay]
-        if live_cls is not None:
-            live_cls = live_cls[1:][stay]
-        steps = len(keep)
-        if steps % 8 == 0 and alive.size and pairs != np.inf:
-            per_step = (n - alive.size) / steps  # boxes decided per step so far
-            left = alive.size * (alive.size / (2 * per_step) + step_cost / per_step)
-            if pairs is None and left > 256 * n:
+    alive = np.arange(n)
+    keep, kept = [], 0
+    work = blocks = 0
+    while alive.size and kept < limit and (pairs is None or work < pairs):
+        block, later = alive[:_BLOCK], alive[_BLOCK:]
+        c = cols.take(block, axis=1)
+        over = _over(c[:, :, None], c[:, None, :], thr, half)
+        over &= _UPPER[:block.size, :block.size]
+        if cls is not None:
+            over &= cls[block][:, None] == cls[block]
+        block = block[_block_survivors(over)]
+        keep.append(block)
+        kept += block.size
+        work += _BLOCK_COST + over.size + block.size * later.size
+        blocks += 1
+        if later.size and block.size:
+            c = cols.take(block, axis=1)
+            over = _over(c[:, :, None], cols.take(later, axis=1)[:, None, :], thr, half)
+            if cls is not None:
+                over &= cls[block][:, None] == cls[later]
+            later = later[~over.any(axis=0)]
+        alive = later
+        if alive.size and pairs != np.inf and kept < limit:
+            # what is left, were it done so: each box to keep compared with about half the
+            # alive boxes, and the blocks' fixed cost
+            per_kept = (n - alive.size) / max(kept, 1)  # boxes decided per box kept
+            left = alive.size * (alive.size / (2 * per_kept) + _BLOCK_COST * blocks / (n - alive.size))
+            if pairs is None and left > _SWEEP_AT * n:
+                paired = _paired(cols)
                 p = paired[alive]
-                pairs = _sweep(cols[:, alive[p]], np.zeros(int(p.sum()), np.int64) if cls is None
-                               else cls[alive[p]])[-1] if p.any() else 0
-            if pairs is not None and left > 2 * pairs:
+                pairs = _PAIR_COST * _sweep(cols[:, alive[p]], np.zeros(int(p.sum()), np.int64)
+                                            if cls is None else cls[alive[p]])[-1] if p.any() else 0
+            if pairs is not None and left > pairs:
                 break
-    keep = np.asarray(keep, np.int64)
+    keep = np.concatenate(keep) if keep else np.zeros(0, np.int64)
     if alive.size and len(keep) < limit:
         # second phase: what is still alive, in order, resolved over its intersecting pairs
-        sub = alive[paired[alive]]
+        sub = alive[_paired(cols)[alive]]
         survive = np.ones(n, bool)
         if sub.size:
             u, v = _suppressing_pairs(cols[:, sub], np.zeros(sub.size, np.int64) if cls is None
                                       else cls[sub], thr, half)
             survive[sub] = _resolve(len(sub), u, v)
         keep = np.concatenate([keep, alive[survive[alive]]])
-    return keep[:limit]
+    return keep[:limit].astype(np.int64, copy=False)
 
 
 def nms(boxes, scores, iou_threshold, classes=None):
@@ -240,7 +286,7 @@ def nms(boxes, scores, iou_threshold, classes=None):
     order = descending_order(scores)
     half = boxes.dtype == np.float16
     cls = None if classes is None else np.asarray(classes)[order]
-    keep = _greedy(np.asarray(boxes)[order], iou_threshold, half, cls)
+    keep = _greedy(np.take(boxes, order, axis=0), iou_threshold, half, cls)
     return order[keep].astype(np.int64)
 
 
