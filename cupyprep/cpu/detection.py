@@ -79,20 +79,18 @@ def _columns(sorted_boxes, half):
 
 def _over(a, b, threshold, half):
     """iou_over's arithmetic on columns (5, ...) from _columns: box a against box b,
-    element by element, broadcast (a (5, k, 1) against b (5, 1, m) gives a (k, m) matrix)."""
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        w = np.fmin(a[2], b[2])
-        w -= np.fmax(a[0], b[0])
-        h = np.fmin(a[3], b[3])
-        h -= np.fmax(a[1], b[1])
-        if half:
-            w, h = _round_half(w), _round_half(h)
-        inter = np.fmax(w, F32(0), out=w)
-        inter *= np.fmax(h, F32(0), out=h)
-        union = a[4] + b[4]
-        union -= inter
-        inter /= union
-        return inter > threshold
+    element by element, broadcast (a (5, k, 1) against b (5, 1, m) gives a (k, m) matrix).
+    The caller sets np.errstate (overflow, 0 / 0 and inf - inf are part of the rule)."""
+    sides = np.fmin(a[2:4], b[2:4])  # the overlap's width and height, one array
+    sides -= np.fmax(a[:2], b[:2])
+    if half:
+        sides = _round_half(sides)
+    np.fmax(sides, F32(0), out=sides)
+    inter = sides[0] * sides[1]
+    union = a[4] + b[4]
+    union -= inter
+    inter /= union
+    return inter > threshold
 
 
 # Greedy NMS keeps a box unless an earlier kept box overlaps it by more than the threshold.
@@ -104,10 +102,11 @@ def _over(a, b, threshold, half):
 # boxes still alive (a sweep over x in horizontal strips, by class), computes their IoU in
 # one pass and resolves the greedy order over those pairs alone. Comparing every kept box
 # with every later box, suppressed or not, took 30 ms for 1000 boxes and seconds for 20000.
-_PAIR_CHUNK = 1 << 20  # candidate pairs per vectorised pass of the second phase
+_PAIR_CHUNK = 1 << 15  # candidate pairs a pass of the second phase (arrays that stay in cache)
 _MAX_STRIPS = 4096
 _BLOCK = 64  # boxes a block of the first phase
-_UPPER = np.triu(np.ones((_BLOCK, _BLOCK), bool), 1)
+_UPPER = np.triu(np.ones((2 * _BLOCK, 2 * _BLOCK), bool), 1)
+_MATRIX_ELEMENTS = 1 << 16  # IoU elements a pass of the first phase
 _BLOCK_COST = 16384  # a block's fixed cost, in IoU elements
 _PAIR_COST = 4  # a second-phase candidate pair, in IoU elements of the first phase
 _SWEEP_AT = 256  # first-phase elements a box left from which the second phase is costed
@@ -142,9 +141,10 @@ def _sweep(cols, cls):
     return box, strip, s1, order, first, last, int((last - first).sum())
 
 
-def _suppressing_pairs(cols, cls, threshold, half):
-    """(u, v) with u < v, positions in ``cols``, where box u suppresses box v if kept."""
-    box, strip, s1, order, first, last, _ = _sweep(cols, cls)
+def _suppressing_pairs(cols, cls, threshold, half, swept=None):
+    """(u, v) with u < v, positions in ``cols``, where box u suppresses box v if kept
+    (``swept``: what _sweep(cols, cls) returns, where that is known)."""
+    box, strip, s1, order, first, last, _ = _sweep(cols, cls) if swept is None else swept
     sbox = box[order]  # each sorted entry's box, its y extent, and whether the entry is in
     y1, y2 = cols[1][sbox], cols[3][sbox]  # the box's first strip
     top = s1[sbox] == strip[order]
@@ -208,6 +208,26 @@ def _block_survivors(over):
         kept = now
 
 
+def _suppressed(cols, kept, later, cls, thr, half):
+    """Which of the boxes ``later`` the boxes ``kept`` suppress, in pieces of about
+    _MATRIX_ELEMENTS IoU elements (a matrix that stays in cache)."""
+    a = cols.take(kept, axis=1)[:, :, None]
+    step = max(_MATRIX_ELEMENTS // kept.size, 1)
+    out = np.empty(later.size, bool)
+    for i in range(0, later.size, step):
+        part = later[i:i + step]
+        over = _over(a, cols.take(part, axis=1)[:, None, :], thr, half)
+        if cls is not None:
+            over &= cls[kept][:, None] == cls[part]
+        over.any(axis=0, out=out[i:i + step])
+    return out
+
+
+def _zeros_or(cls, sub):
+    """The classes of boxes ``sub``, or all 0 where there are none."""
+    return np.zeros(sub.size, np.int64) if cls is None else cls[sub]
+
+
 def _paired(cols):
     """The boxes that can take part in a pair (IoU > 0 needs a finite box of positive
     sides)."""
@@ -218,6 +238,11 @@ def _paired(cols):
 def _greedy(sorted_boxes, threshold, half, classes=None, limit=None):
     """Greedy NMS over boxes already in processing order: positions kept (in order), the
     first ``limit`` of them."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _phases(sorted_boxes, threshold, half, classes, limit)
+
+
+def _phases(sorted_boxes, threshold, half, classes, limit):
     n = len(sorted_boxes)
     limit = n if limit is None else limit
     thr = F32(threshold)
@@ -233,11 +258,13 @@ def _greedy(sorted_boxes, threshold, half, classes=None, limit=None):
     # take the first phase alone); the first phase stops where finishing would cost more
     # than that, or once its work (elements compared, and a block's fixed cost) reaches it
     pairs = np.inf if thr < 0 else None
+    swept = None
     alive = np.arange(n)
     keep, kept = [], 0
     work = blocks = 0
     while alive.size and kept < limit and (pairs is None or work < pairs):
-        block, later = alive[:_BLOCK], alive[_BLOCK:]
+        size = alive.size if alive.size <= 2 * _BLOCK else _BLOCK  # a small rest: one block
+        block, later = alive[:size], alive[size:]
         c = cols.take(block, axis=1)
         over = _over(c[:, :, None], c[:, None, :], thr, half)
         over &= _UPPER[:block.size, :block.size]
@@ -249,11 +276,7 @@ def _greedy(sorted_boxes, threshold, half, classes=None, limit=None):
         work += _BLOCK_COST + over.size + block.size * later.size
         blocks += 1
         if later.size and block.size:
-            c = cols.take(block, axis=1)
-            over = _over(c[:, :, None], cols.take(later, axis=1)[:, None, :], thr, half)
-            if cls is not None:
-                over &= cls[block][:, None] == cls[later]
-            later = later[~over.any(axis=0)]
+            later = later[~_suppressed(cols, block, later, cls, thr, half)]
         alive = later
         if alive.size and pairs != np.inf and kept < limit:
             # what is left, were it done so: each box to keep compared with about half the
@@ -261,20 +284,23 @@ def _greedy(sorted_boxes, threshold, half, classes=None, limit=None):
             per_kept = (n - alive.size) / max(kept, 1)  # boxes decided per box kept
             left = alive.size * (alive.size / (2 * per_kept) + _BLOCK_COST * blocks / (n - alive.size))
             if pairs is None and left > _SWEEP_AT * n:
-                paired = _paired(cols)
-                p = paired[alive]
-                pairs = _PAIR_COST * _sweep(cols[:, alive[p]], np.zeros(int(p.sum()), np.int64)
-                                            if cls is None else cls[alive[p]])[-1] if p.any() else 0
-            if pairs is not None and left > pairs:
+                sub = alive[_paired(cols)[alive]]
+                swept = _sweep(cols[:, sub], _zeros_or(cls, sub)) if sub.size else None
+                pairs = _PAIR_COST * swept[-1] if sub.size else 0
+                if left > pairs:
+                    break
+                swept = None
+            elif pairs is not None and left > pairs:
                 break
     keep = np.concatenate(keep) if keep else np.zeros(0, np.int64)
     if alive.size and len(keep) < limit:
         # second phase: what is still alive, in order, resolved over its intersecting pairs
-        sub = alive[_paired(cols)[alive]]
+        # (the sweep that costed it is of these boxes where the first phase stopped there)
+        if swept is None:
+            sub = alive[_paired(cols)[alive]]
         survive = np.ones(n, bool)
         if sub.size:
-            u, v = _suppressing_pairs(cols[:, sub], np.zeros(sub.size, np.int64) if cls is None
-                                      else cls[sub], thr, half)
+            u, v = _suppressing_pairs(cols[:, sub], _zeros_or(cls, sub), thr, half, swept)
             survive[sub] = _resolve(len(sub), u, v)
         keep = np.concatenate([keep, alive[survive[alive]]])
     return keep[:limit].astype(np.int64, copy=False)
