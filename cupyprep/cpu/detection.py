@@ -102,7 +102,7 @@ def _over(a, b, threshold, half):
 # boxes still alive (a sweep over x in horizontal strips, by class), computes their IoU in
 # one pass and resolves the greedy order over those pairs alone. Comparing every kept box
 # with every later box, suppressed or not, took 30 ms for 1000 boxes and seconds for 20000.
-_PAIR_CHUNK = 1 << 15  # candidate pairs a pass of the second phase (arrays that stay in cache)
+_PAIR_CHUNK = 1 << 14  # candidate pairs a pass of the second phase (arrays that stay in cache)
 _MAX_STRIPS = 4096
 _BLOCK = 64  # boxes a block of the first phase
 _UPPER = np.triu(np.ones((2 * _BLOCK, 2 * _BLOCK), bool), 1)
@@ -145,29 +145,33 @@ def _suppressing_pairs(cols, cls, threshold, half, swept=None):
     """(u, v) with u < v, positions in ``cols``, where box u suppresses box v if kept
     (``swept``: what _sweep(cols, cls) returns, where that is known)."""
     box, strip, s1, order, first, last, _ = _sweep(cols, cls) if swept is None else swept
-    sbox = box[order]  # each sorted entry's box, its y extent, and whether the entry is in
-    y1, y2 = cols[1][sbox], cols[3][sbox]  # the box's first strip
+    sbox = box[order]  # each sorted entry's box, its columns, and whether the entry is in
+    ecols = cols.take(sbox, axis=1)  # the box's first strip
+    y1, y2 = ecols[1], ecols[3]
     top = s1[sbox] == strip[order]
     counts = last - first
     ends = np.cumsum(counts)
     us, vs = [], []
     i, entries = 0, len(order)
     while i < entries:
-        # sorted entries i..j-1: about _PAIR_CHUNK candidates at a time
+        # sorted entries i..j-1: about _PAIR_CHUNK candidates at a time; entry pa's
+        # partners pb (the a side repeated, not gathered)
         j = int(np.searchsorted(ends, (ends[i - 1] if i else 0) + _PAIR_CHUNK, "right")) + 1
         j = min(max(j, i + 1), entries)
         c = counts[i:j]
         m = int(c.sum())
         if m:
-            pa = np.repeat(np.arange(i, j), c)
             pb = np.arange(m) + np.repeat(first[i:j] - (np.cumsum(c) - c), c)
             # y extents intersect, and the pair is taken in the strip of the higher y1
             # (the entry's strip is the first strip of one of the two boxes)
-            ok = (y1[pb] < y2[pa]) & (y1[pa] < y2[pb]) & (top[pa] | top[pb])
-            a, b = sbox[pa[ok]], sbox[pb[ok]]
-            hit = _over(cols[:, a], cols[:, b], threshold, half)
-            us.append(a[hit])
-            vs.append(b[hit])
+            ok = y1[pb] < np.repeat(y2[i:j], c)
+            ok &= np.repeat(y1[i:j], c) < y2[pb]
+            ok &= np.repeat(top[i:j], c) | top[pb]
+            pa = np.repeat(np.arange(i, j), c)[ok]
+            pb = pb[ok]
+            hit = _over(ecols.take(pa, axis=1), ecols.take(pb, axis=1), threshold, half)
+            us.append(sbox[pa[hit]])
+            vs.append(sbox[pb[hit]])
         i = j
     if not us:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
