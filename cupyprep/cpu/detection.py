@@ -95,13 +95,16 @@ def _over(a, b, threshold, half):
 
 # Greedy NMS keeps a box unless an earlier kept box overlaps it by more than the threshold.
 # With a threshold >= 0 only pairs whose open x and y extents intersect can suppress (IoU > 0
-# needs a positive intersection), so the greedy pass runs in two phases, each exact: boxes
-# are taken in order and compared with the boxes still alive (each comparison drops those it
-# suppresses, so a crowded scene is soon resolved), until that work passes what the second
-# phase would cost for what is left; the second phase lists the intersecting pairs of the
-# boxes still alive (a sweep over x in horizontal strips, by class), computes their IoU in
-# one pass and resolves the greedy order over those pairs alone. Comparing every kept box
-# with every later box, suppressed or not, took 30 ms for 1000 boxes and seconds for 20000.
+# needs a positive intersection), so the greedy pass runs in two phases, each exact. The
+# first takes the alive boxes in order, a block at a time: the block's IoU matrix with itself
+# says which of its boxes are kept, and one (kept, later) matrix drops the later boxes they
+# suppress (a crowded scene is soon resolved, in few array operations: no Python step a
+# box). It runs until its work passes what the second phase would cost for what is left;
+# the second phase lists the intersecting pairs of the boxes still alive (a sweep over x in
+# horizontal strips, by class), computes their IoU in one pass and resolves the greedy
+# order over those pairs alone. Comparing every kept box with every later box, suppressed or
+# not, took 30 ms for 1000 boxes and seconds for 20000; one kept box a step, 1.4 ms for the
+# 1000 clustered boxes of benchmarks.cpu_nms (cv2.dnn.NMSBoxes: 0.37 ms).
 _PAIR_CHUNK = 1 << 14  # candidate pairs a pass of the second phase (arrays that stay in cache)
 _MAX_STRIPS = 4096
 _BLOCK = 64  # boxes a block of the first phase
