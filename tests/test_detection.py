@@ -1493,11 +1493,36 @@ def test_cpu_nms_phase_switch_is_taken_on_the_benchmark_scenes():
     spread = np.concatenate([c - s / 2, c + s / 2], axis=1).astype(np.float32)
     crowd = np.repeat(spread[:25], 40, axis=0) + rng.normal(0, 2, (1000, 4)).astype(np.float32)
     scores = rng.uniform(0, 1, 1000).astype(np.float32)
+    calls = []
+    sweep = cpu._sweep
+
+    def counting(*args):
+        calls.append(1)
+        return sweep(*args)
+
     for boxes, second in ((spread, True), (crowd, False)):
-        calls = []
-        sweep = cpu._sweep
+        calls.clear()
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(cpu, "_sweep", lambda *a: calls.append(1) or sweep(*a))
+            mp.setattr(cpu, "_sweep", counting)
             keep = det.nms(boxes, scores, 0.5)
         np.testing.assert_array_equal(keep, all_pairs_nms(boxes, scores, 0.5))
         assert bool(calls) == second, len(keep)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_cpu_descending_order_is_a_stable_sort_by_score(dtype):
+    """Descending score, ties (-0.0 and +0.0 among them) by index; the sort of one int64
+    key a score against a stable sort of the scores, with and without NaN."""
+    rng = np.random.default_rng(13)
+    pool = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, 1e-40, -1e-40, 3.5, 0.25, 65504.0])
+    for n in (1, 7, 1000, 5000):
+        s = rng.choice(pool, n).astype(dtype)
+        spread = rng.random(n) < 0.3
+        s[spread] = rng.normal(0, 10, int(spread.sum()))
+        expected = sorted(range(n), key=lambda i: (-float(np.float32(s[i])), i))
+        np.testing.assert_array_equal(cpu.descending_order(s), expected)
+        s[::5] = np.nan  # NaN first, in index order
+        order = cpu.descending_order(s)
+        nan = np.flatnonzero(np.isnan(s))
+        np.testing.assert_array_equal(order[:nan.size], nan)
+        np.testing.assert_array_equal(order, np.argsort(~cpu.score_key(s), kind="stable"))

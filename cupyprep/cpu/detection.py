@@ -27,9 +27,16 @@ def score_key(scores):
 def descending_order(scores):
     """Indices by descending score, ties by ascending index (a stable sort); NaN first."""
     s = np.asarray(scores).astype(F32)
-    if not np.isnan(s).any():  # the sort compares -0.0 and +0.0 equal, as score_key does
-        return np.argsort(-s, kind="stable")
-    return np.argsort(~score_key(s), kind="stable")
+    if np.isnan(s).any():
+        return np.argsort(~score_key(s), kind="stable")
+    # one int64 key a score, (descending score, index), in one unstable sort (several times
+    # faster than a stable argsort): the float's bits as an int that sorts like it, inverted
+    s += F32(0)  # -0.0 -> +0.0
+    bits = s.view(np.int32)
+    bits ^= (bits >> 31) & np.int32(0x7FFFFFFF)
+    key = (~bits).astype(np.int64) << 32
+    key |= np.arange(len(s))
+    return np.sort(key) & 0xFFFFFFFF
 
 
 # --- IoU -----------------------------------------------------------------------------------------
@@ -108,7 +115,8 @@ def _over(a, b, threshold, half):
 _PAIR_CHUNK = 1 << 14  # candidate pairs a pass of the second phase (arrays that stay in cache)
 _MAX_STRIPS = 4096
 _BLOCK = 64  # boxes a block of the first phase
-_UPPER = np.triu(np.ones((2 * _BLOCK, 2 * _BLOCK), bool), 1)
+_REST_BLOCK = 2 * _BLOCK  # alive boxes up to which the rest is one block
+_UPPER = np.triu(np.ones((_REST_BLOCK, _REST_BLOCK), bool), 1)
 _MATRIX_ELEMENTS = 1 << 16  # IoU elements a pass of the first phase
 _BLOCK_COST = 16384  # a block's fixed cost, in IoU elements
 _PAIR_COST = 4  # a second-phase candidate pair, in IoU elements of the first phase
@@ -220,6 +228,8 @@ def _suppressed(cols, kept, later, cls, thr, half):
     _MATRIX_ELEMENTS IoU elements (a matrix that stays in cache)."""
     a = cols.take(kept, axis=1)[:, :, None]
     step = max(_MATRIX_ELEMENTS // kept.size, 1)
+    if later.size <= step and cls is None:
+        return _over(a, cols.take(later, axis=1)[:, None, :], thr, half).any(axis=0)
     out = np.empty(later.size, bool)
     for i in range(0, later.size, step):
         part = later[i:i + step]
@@ -270,7 +280,7 @@ def _phases(sorted_boxes, threshold, half, classes, limit):
     keep, kept = [], 0
     work = blocks = 0
     while alive.size and kept < limit and (pairs is None or work < pairs):
-        size = alive.size if alive.size <= 2 * _BLOCK else _BLOCK  # a small rest: one block
+        size = alive.size if alive.size <= _REST_BLOCK else _BLOCK  # a small rest: one block
         block, later = alive[:size], alive[size:]
         c = cols.take(block, axis=1)
         over = _over(c[:, :, None], c[:, None, :], thr, half)
@@ -320,7 +330,7 @@ def nms(boxes, scores, iou_threshold, classes=None):
     half = boxes.dtype == np.float16
     cls = None if classes is None else np.asarray(classes)[order]
     keep = _greedy(np.take(boxes, order, axis=0), iou_threshold, half, cls)
-    return order[keep].astype(np.int64)
+    return order[keep].astype(np.int64, copy=False)
 
 
 def multiclass_nms(boxes, scores, iou_threshold, score_threshold, top_k, max_detections,
