@@ -214,11 +214,10 @@ def _block_survivors(over):
     "kept = no kept box before it suppresses it"; there is one (each box's entry depends on
     the entries before it), and iterating from all kept reaches it (after r rounds the
     first r entries are right), in as many rounds as the longest chain of suppressions."""
-    m = over.astype(F32)
     kept = ~over.any(axis=0)  # the first round
     while True:
-        now = kept.astype(F32) @ m == 0  # suppressor counts below 2**24: exact
-        if (now == kept).all():
+        now = ~(kept @ over)  # boolean: suppressed by a box kept in the last round
+        if now.tobytes() == kept.tobytes():
             return now
         kept = now
 
