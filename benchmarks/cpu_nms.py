@@ -1,15 +1,17 @@
 """CPU NMS: cupyprep's NumPy backend next to cv2.dnn.NMSBoxes and a plain NumPy greedy loop,
 on 1k and 20k boxes, IoU 0.5. Runs on the CPU only (no GPU needed):
 
-    python -m benchmarks.cpu_nms [--repeat 5] [--sizes 1000 20000]
+    python -m benchmarks.cpu_nms [--repeat N] [--sizes 1000 20000]
 
 Two box sets per size: "clustered", a detector's raw output (objects in a 1920 x 1080
 frame, each with a cloud of jittered boxes whose scores fall with the jitter), and
 "uniform", W3's boxes (random centers in 1000 x 1000, sides 10-110). Each row is the median
-wall-clock time of --repeat calls (after one untimed call) with the 10th-90th percentile
-range, and the number of boxes kept: cupyprep keeps torchvision's indices (IoU > threshold
-suppresses); NMSBoxes and the plain loop are the usual CPU ways of doing the same and may
-keep a few boxes more or fewer at the threshold (their own IoU arithmetic).
+wall-clock time of --repeat calls (after one untimed call; by default 200000 // boxes, at
+least 5) with the 10th-90th percentile range, and the number of boxes kept; the three
+implementations take turns call by call, so load from other work on the machine falls on
+all of them alike. cupyprep keeps torchvision's indices (IoU > threshold suppresses);
+NMSBoxes and the plain loop are the usual CPU ways of doing the same and may keep a few
+boxes more or fewer at the threshold (their own IoU arithmetic).
 """
 from __future__ import annotations
 
@@ -78,35 +80,42 @@ def implementations():
             "plain NumPy greedy loop": numpy_greedy}
 
 
-def time_call(fn, repeat):
-    result = fn()  # untimed: first-call costs (imports, caches)
-    times = []
+def time_calls(fns, repeat):
+    """Per function: median, 10th and 90th percentile of ``repeat`` calls in ms, and the
+    length of its result; the functions called in turn."""
+    results = [fn() for fn in fns]  # untimed: first-call costs (imports, caches)
+    times = [[] for _ in fns]
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    times.sort()
-    return statistics.median(times), times[len(times) // 10], times[(len(times) * 9) // 10], len(result)
+        for fn, t in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            t.append((time.perf_counter() - t0) * 1e3)
+    out = []
+    for t, result in zip(times, results):
+        t.sort()
+        out.append((statistics.median(t), t[len(t) // 10], t[(len(t) * 9) // 10], len(result)))
+    return out
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=None, help="calls a row (default 200000 // boxes, >= 5)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 20000])
     args = parser.parse_args(argv)
     impls = implementations()
     rows = []
     for n in args.sizes:
+        repeat = args.repeat or max(5, 200000 // n)
         for name, make in (("clustered", clustered_boxes), ("uniform", uniform_boxes)):
             boxes, scores = make(n, 0)
-            for impl, fn in impls.items():
-                med, p10, p90, kept = time_call(lambda fn=fn, b=boxes, s=scores: fn(b, s, IOU), args.repeat)
-                rows.append((f"{n // 1000}k {name}", impl, med, p10, p90, kept))
+            fns = [lambda fn=fn, b=boxes, s=scores: fn(b, s, IOU) for fn in impls.values()]
+            for impl, (med, p10, p90, kept) in zip(impls, time_calls(fns, repeat)):
+                rows.append((f"{n // 1000}k {name}", impl, repeat, med, p10, p90, kept))
                 print(f"  {rows[-1][0]} {impl}: {med:.2f} ms ({p10:.2f}-{p90:.2f}), {kept} kept", flush=True)
-    print(f"\n| boxes | implementation | ms, median of {args.repeat} (p10-p90) | kept |")
-    print("|----|----|----|----|")
-    for case, impl, med, p10, p90, kept in rows:
-        print(f"| {case} | {impl} | {med:.2f} ({p10:.2f}-{p90:.2f}) | {kept} |")
+    print("\n| boxes | implementation | calls | ms, median (p10-p90) | kept |")
+    print("|----|----|----|----|----|")
+    for case, impl, repeat, med, p10, p90, kept in rows:
+        print(f"| {case} | {impl} | {repeat} | {med:.2f} ({p10:.2f}-{p90:.2f}) | {kept} |")
 
 
 if __name__ == "__main__":

@@ -1414,3 +1414,115 @@ def test_cpu_nms_compares_boxes_still_in_play(monkeypatch):
     keep = det.nms(boxes, scores, 0.5)
     assert len(keep) == 10069
     assert sum(compared) < 500 * len(boxes), sum(compared)
+
+
+# --- the CPU nms's first phase: blocks of alive boxes (cupyprep/cpu/detection.py) ----------------
+def test_cpu_block_survivors_is_the_greedy_rule():
+    """The fixed point over a block's matrix equals the greedy loop over its rows, for
+    sparse and dense matrices and for the longest chain (every box suppresses the next:
+    as many rounds as boxes)."""
+    rng = np.random.default_rng(11)
+    for b in (1, 2, 5, 64, 128):
+        chain = np.eye(b, k=1, dtype=bool)
+        for over in [np.triu(rng.uniform(0, 1, (b, b)) < p, 1) for p in (0.02, 0.2, 0.7)] + [chain]:
+            removed = np.zeros(b, bool)
+            for i in range(b):
+                if not removed[i]:
+                    removed |= over[i]
+            np.testing.assert_array_equal(cpu._block_survivors(over), ~removed)
+        np.testing.assert_array_equal(np.flatnonzero(cpu._block_survivors(chain)), np.arange(0, b, 2))
+
+
+def suppression_chain(n):
+    """n boxes in a row, each overlapping the next by IoU 0.6 and the one after by 0.2
+    (width 10, step 2.5), scores falling along the row: greedy keeps every other box, a
+    chain that runs through every block boundary."""
+    x = np.arange(n, dtype=np.float32) * np.float32(2.5)
+    boxes = np.stack([x, np.zeros(n, np.float32), x + 10, np.full(n, 10, np.float32)], axis=1)
+    return boxes, np.linspace(1, 0.1, n).astype(np.float32)
+
+
+@pytest.mark.parametrize("n", [1, 2, 63, 64, 65, 127, 128, 129, 191, 300])
+def test_cpu_nms_blocks_at_every_size(n):
+    boxes, scores = suppression_chain(n)
+    np.testing.assert_array_equal(det.nms(boxes, scores, 0.5), np.arange(0, n, 2))
+    rng = np.random.default_rng(n)
+    boxes = random_boxes(rng, n, extent=60)
+    scores = rng.uniform(0, 1, n).astype(np.float32)
+    classes = rng.integers(0, 3, n)
+    for thr in (0.0, 0.3, 0.7, -0.1):
+        np.testing.assert_array_equal(det.nms(boxes, scores, thr), all_pairs_nms(boxes, scores, thr),
+                                      err_msg=str(thr))
+    np.testing.assert_array_equal(det.batched_nms(boxes, scores, classes, 0.5),
+                                  all_pairs_nms(boxes, scores, 0.5, classes))
+
+
+@pytest.mark.parametrize("switch", ["first phase only", "second phase after one block"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_cpu_nms_either_phase_matches_all_pairs(monkeypatch, switch, dtype):
+    """Each scene through the first phase alone, and through the second phase from the
+    first block on (where the cost model would not take it)."""
+    if switch == "first phase only":
+        monkeypatch.setattr(cpu, "_SWEEP_AT", np.inf)
+    else:
+        monkeypatch.setattr(cpu, "_SWEEP_AT", 0)
+        monkeypatch.setattr(cpu, "_PAIR_COST", 0)
+    rng = np.random.default_rng(12)
+    n = 700
+    for name, boxes in scenes(rng, n).items():
+        boxes = boxes.astype(dtype)
+        scores = rng.uniform(0, 1, n).astype(np.float32)
+        classes = rng.integers(0, 3, n)
+        for thr in (0.0, 0.5, 0.9):
+            np.testing.assert_array_equal(det.nms(boxes, scores, thr), all_pairs_nms(boxes, scores, thr),
+                                          err_msg=f"{name} {thr}")
+        np.testing.assert_array_equal(det.batched_nms(boxes, scores, classes, 0.5),
+                                      all_pairs_nms(boxes, scores, 0.5, classes), err_msg=name)
+        d = det.multiclass_nms(boxes[None], scores[None, :, None], iou_threshold=0.5,
+                               max_detections=30)
+        np.testing.assert_array_equal(d.indices[0, :int(d.counts[0])],
+                                      all_pairs_nms(boxes, scores, 0.5)[:30], err_msg=name)
+
+
+def test_cpu_nms_phase_switch_is_taken_on_the_benchmark_scenes():
+    """The cost model takes the second phase where many boxes are kept, not where few are
+    (each scene's time is in benchmarks/README.md)."""
+    rng = np.random.default_rng(0)
+    c = rng.uniform(0, 1000, (1000, 2))
+    s = rng.uniform(10, 110, (1000, 2))
+    spread = np.concatenate([c - s / 2, c + s / 2], axis=1).astype(np.float32)
+    crowd = np.repeat(spread[:25], 40, axis=0) + rng.normal(0, 2, (1000, 4)).astype(np.float32)
+    scores = rng.uniform(0, 1, 1000).astype(np.float32)
+    calls = []
+    sweep = cpu._sweep
+
+    def counting(*args):
+        calls.append(1)
+        return sweep(*args)
+
+    for boxes, second in ((spread, True), (crowd, False)):
+        calls.clear()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(cpu, "_sweep", counting)
+            keep = det.nms(boxes, scores, 0.5)
+        np.testing.assert_array_equal(keep, all_pairs_nms(boxes, scores, 0.5))
+        assert bool(calls) == second, len(keep)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_cpu_descending_order_is_a_stable_sort_by_score(dtype):
+    """Descending score, ties (-0.0 and +0.0 among them) by index; the sort of one int64
+    key a score against a stable sort of the scores, with and without NaN."""
+    rng = np.random.default_rng(13)
+    pool = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, 1e-40, -1e-40, 3.5, 0.25, 65504.0])
+    for n in (1, 7, 1000, 5000):
+        s = rng.choice(pool, n).astype(dtype)
+        spread = rng.random(n) < 0.3
+        s[spread] = rng.normal(0, 10, int(spread.sum()))
+        expected = sorted(range(n), key=lambda i: (-float(np.float32(s[i])), i))
+        np.testing.assert_array_equal(cpu.descending_order(s), expected)
+        s[::5] = np.nan  # NaN first, in index order
+        order = cpu.descending_order(s)
+        nan = np.flatnonzero(np.isnan(s))
+        np.testing.assert_array_equal(order[:nan.size], nan)
+        np.testing.assert_array_equal(order, np.argsort(~cpu.score_key(s), kind="stable"))
