@@ -1,8 +1,10 @@
-"""Every kernel variant compiles through NVRTC for sm_75 and sm_90, and the first part of
-each file for sm_80, with no GPU. The sources branch on the architecture in one place
-(``__CUDA_ARCH__ >= 800`` in common.cuh): sm_75 compiles one side and sm_90 the other,
-which sm_80 shares, so its sample checks the architecture is accepted without doubling the
-compile time (the largest share of CI's)."""
+"""Every kernel variant compiles through NVRTC for sm_75, sm_80 and sm_90, with no GPU.
+
+Every variant compiles with NVRTC's fast-compile mode (``--Ofast-compile=mid``, NVRTC
+12.8+: the same front end and code generation, fewer optimization passes; several times
+faster on the largest files; a program that mode refuses is compiled with the default
+options, see nvrtc_check), and the first part of each file also with the options the
+library compiles with at run time, so both paths are exercised on every architecture."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -46,22 +48,28 @@ def _parts():
             for k in range(-(-len(exprs) // PART))]
 
 
-def _compile_cases():
-    """(arch, filename, part, parts): every part for sm_75 and sm_90, part 1 for sm_80."""
-    return [(arch, *p) for arch in ("sm_75", "sm_80", "sm_90") for p in _parts()
-            if arch != "sm_80" or p[1] == 0]
-
-
 def test_every_source_has_variants():
     assert set(_by_file()) == set(_kernels.kernel_files())
 
 
-@pytest.mark.parametrize("arch, filename, part, parts", _compile_cases(),
-                         ids=[f"{f}-{k + 1}of{n}-{a}" for a, f, k, n in _compile_cases()])
-def test_compiles(arch, filename, part, parts):
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_90"])
+@pytest.mark.parametrize("filename, part, parts", _parts(),
+                         ids=[f"{f}-{k + 1}of{n}" for f, k, n in _parts()])
+def test_compiles(filename, part, parts, arch):
     """Every variant of every kernel file compiles for each architecture (the file's
     variants in ``parts`` programs; this test compiles part ``part``)."""
     exprs = _by_file()[filename][part * PART:(part + 1) * PART]
+    lowered = nvrtc_check.compile_variants(filename, exprs, arch, fast=True)
+    assert len(lowered) == len(exprs)
+    assert all(name.startswith("_Z") and "cupyprep_" in name for name in lowered.values())
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_90"])
+@pytest.mark.parametrize("filename", sorted(_by_file()))
+def test_compiles_with_the_run_time_options(filename, arch):
+    """The first part of each file with the options CuPy compiles with at run time (full
+    optimization), beside the fast-compile check of every variant above."""
+    exprs = _by_file()[filename][:PART]
     lowered = nvrtc_check.compile_variants(filename, exprs, arch)
     assert len(lowered) == len(exprs)
     assert all(name.startswith("_Z") and "cupyprep_" in name for name in lowered.values())
