@@ -118,6 +118,7 @@ def from_torch(t):
 def _tensor_as_array(t, name):
     """:func:`from_torch` of the tensor ``t``, its errors naming the argument ``name``."""
     torch = _torch()
+    _arrays.check_tensor(t, name)
     t = t.detach()
     if t.device.type == "cpu":
         if t.dtype == torch.bfloat16:

@@ -178,8 +178,8 @@ def denormalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="C
     if not 1 <= c <= 4:
         raise ValueError(f"img: expected 1 to 4 channels in layout {layout!r}, got {c} "
                          f"({_arrays.describe(arr)})")
-    mean = _validate.per_channel("mean", mean, c, 0.0)
-    std = _validate.per_channel("std", std, c, 1.0)
+    mean = _validate.per_channel("mean", mean, c, 0.0, "img")
+    std = _validate.per_channel("std", std, c, 1.0, "img")
     if any(s == 0 for s in std):
         raise ValueError(f"std: expected non-zero values, got {std}")
     scale = _validate.number("scale", scale)
