@@ -185,6 +185,7 @@ def denormalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="C
     scale = _validate.number("scale", scale)
     if scale == 0:
         raise ValueError("scale: expected a non-zero number, got 0.0")
+    swap_rb = _validate.flag("swap_rb", swap_rb)
     if swap_rb and c >= 3:  # per output channel: the output's channel c came from 2 - c
         mean = mean[2::-1] + mean[3:]
         std = std[2::-1] + std[3:]

@@ -23,11 +23,12 @@ import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
-import cupyprep
-from cupyprep import cv2compat
+import cupyprep  # noqa: E402
+from cupyprep import cv2compat  # noqa: E402
+from cupyprep.cpu import without_ipp  # noqa: E402
 
 PROFILE_EXAMPLES = settings().max_examples
 DEEP = PROFILE_EXAMPLES > 200  # the "deep" profile (or one asked for on the command line)
@@ -698,6 +699,41 @@ FOUND = [
      "resize_size"),
     # OpenCV's own out-of-memory error (a cv2.error) where the CPU backend resizes before cropping
     (lambda: cupyprep.preprocess(_IMG, (8, 8), mode="center_crop", resize_size=2**20), MemoryError, "allocate"),
+    # swap_rb went through `and`: an array raised "truth value ... ambiguous"
+    (lambda: cupyprep.denormalize(_img((3, 8, 8), np.float32), swap_rb=np.zeros(3)), TypeError, "swap_rb"),
+    # no priors: "cannot reshape array of size 0" (the landmark count taken as -1)
+    (lambda: cupyprep.decode_landmarks(np.zeros((0, 10), np.float32), np.zeros((0, 4), np.float32)).shape,
+     None, (0, 5, 2)),
+    # show: arguments used unchecked (slices, comparisons, np.full of negative sizes, float())
+    (lambda: cupyprep.show(_img((2, 3, 8, 8), np.float32), max_images="x"), ValueError, "max_images"),
+    (lambda: cupyprep.show(_img((2, 3, 8, 8), np.float32), columns=-1), ValueError, "columns"),
+    (lambda: cupyprep.show(_img((2, 3, 8, 8), np.float32), gap=0.5), ValueError, "gap"),
+    (lambda: cupyprep.show(_img((2, 3, 8, 8), np.float32), mean="x"), TypeError, "mean"),
+    (lambda: cupyprep.show(_img((2, 1, 8, 8), np.float32), std=(1, 2, 3)), ValueError, "batch"),
+    (lambda: cupyprep.show(_img((2, 3, 8, 8), np.float32), boxes=float("inf")), TypeError, "boxes"),
+    (lambda: cupyprep.show(_img((2, 3, 8, 8), np.float32), boxes=[[[NAN] * 4], [[0, 0, 1, 1]]]), ValueError,
+     "boxes[0]"),
+    (lambda: cupyprep.show("x"), TypeError, "batch"),
+    (lambda: cupyprep.show(_img((2, 3, 8, 8), np.float32), layout=np.zeros(3)), ValueError, "layout"),
+    # cv2compat: flags looked up in dicts (unhashable lists and arrays), `&` of non-ints, len() of
+    # numbers, OpenCV's own errors where cv2.resize took the arguments unchecked
+    (lambda: cv2compat.resize(_IMG, [[8, 16]]), TypeError, "dsize"),
+    (lambda: cv2compat.resize(_IMG, None, fx=0.0, fy=1.0), ValueError, "fx"),
+    (lambda: cv2compat.resize(_IMG, None, fx=1e-3, fy=1e-3), ValueError, "fx"),
+    (lambda: cv2compat.resize(_IMG, (4, 4), interpolation=[1]), TypeError, "interpolation"),
+    (lambda: cv2compat.resize(_IMG.astype(bool), (4, 4)), TypeError, "src"),
+    (lambda: cv2compat.cvtColor(_IMG, [1, 2, 3]), TypeError, "code"),
+    (lambda: cv2compat.warpAffine(_IMG, np.eye(2, 3), (8, 8), flags="x"), TypeError, "flags"),
+    (lambda: cv2compat.warpAffine(_IMG, np.eye(2, 3), 8), TypeError, "dsize"),
+    (lambda: cv2compat.warpPerspective(_IMG, np.eye(3), (8, 8), borderMode=[1]), TypeError, "borderMode"),
+    (lambda: cv2compat.warpAffine(_IMG, np.eye(2, 3), (8, 8), borderValue="x"), TypeError, "borderValue"),
+    (lambda: cv2compat.warpAffine(_IMG, np.eye(2, 3), (8, 8), borderValue=(1, 2, 3, 4, 5)), ValueError,
+     "borderValue"),
+    (lambda: cv2compat.rotate(_IMG, [0]), TypeError, "rotateCode"),
+    (lambda: cv2compat.copyMakeBorder(_IMG, 1, 1, 1, 1, 0, value=object()), TypeError, "value"),
+    (lambda: cv2compat.GaussianBlur(_IMG, (3, 3), 1.0, borderType=np.zeros(2)), TypeError, "borderType"),
+    (lambda: cv2compat.boxFilter(_IMG, np.zeros(2), (3, 3)), TypeError, "ddepth"),
+    (lambda: cv2compat.boxFilter(_IMG, -1, (3, 3), normalize=np.zeros(2)), TypeError, "normalize"),
 ]
 if torch is not None:
     _TT = torch.zeros((8, 9, 3))
@@ -715,10 +751,32 @@ if torch is not None:
 
 @pytest.mark.parametrize("case", range(len(FOUND)))
 def test_found_by_fuzzing(case):
+    """Each case raises ``exc`` naming ``word`` (or, with ``exc`` None, returns ``word``)."""
     call, exc, word = FOUND[case]
+    if exc is None:
+        assert call() == word
+        return
     with pytest.raises(exc) as info:
         call()
     assert word in str(info.value), str(info.value)
+
+
+def test_found_cv2compat_resize_keeps_opencvs_step_on_every_side():
+    """cv2compat.resize's NumPy side called cv2.resize with the arguments unchecked (and an
+    HxWx1 image lost its axis there, not on the kernels): now both sides take the same
+    checked arguments; with fx / fy the step stays OpenCV's 1 / fx."""
+    img = _img((9, 13, 3))
+    for f, interp in ((0.3, cv2compat.INTER_NEAREST), (0.7, cv2compat.INTER_LINEAR), (0.5, cv2compat.INTER_AREA),
+                      (1.7, cv2compat.INTER_CUBIC)):
+        with without_ipp(cv2):  # OpenCV's own code (IPP's uint8 cubic differs by 1)
+            want = cv2.resize(img, None, fx=f, fy=f / 2 + 0.2, interpolation=interp)
+        np.testing.assert_array_equal(cv2compat.resize(img, None, fx=f, fy=f / 2 + 0.2, interpolation=interp), want)
+    assert cv2compat.resize(img[..., :1], (5, 4)).shape == (4, 5, 1)
+    wide = _img((9, 13, 6))
+    got = cv2compat.resize(wide, (0, 0), fx=0.6, fy=0.6, interpolation=cv2compat.INTER_AREA)
+    with without_ipp(cv2):
+        want = cv2.resize(wide[..., 4], None, fx=0.6, fy=0.6, interpolation=cv2compat.INTER_AREA)
+    np.testing.assert_array_equal(got[..., 4], want)
 
 
 def test_found_rotate90_of_more_than_4_channels():
