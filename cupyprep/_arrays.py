@@ -370,7 +370,7 @@ def _device_id(array) -> int:
     return array.device.id
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _shared_torch_dtypes():
     """The torch dtypes NumPy / CuPy arrays can view (bfloat16: CuPy only, with ml_dtypes)."""
     import torch

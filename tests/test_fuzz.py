@@ -27,13 +27,13 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import cupyprep  # noqa: E402
-from cupyprep import cv2compat  # noqa: E402
-from cupyprep.cpu import without_ipp  # noqa: E402
+from cupyprep import cv2compat
+from cupyprep.cpu import without_ipp
 
 PROFILE_EXAMPLES = settings().max_examples
 DEEP = PROFILE_EXAMPLES > 200  # the "deep" profile (or one asked for on the command line)
 CPU_EXAMPLES = PROFILE_EXAMPLES if DEEP else 60
-EMULATED_EXAMPLES = 12
+EMULATED_EXAMPLES = 40
 CALL_SECONDS = 60  # a call that takes longer counts as a hang
 _FUZZ_DEVICE_BYTES = 4 << 30  # device memory a GPU fuzz test may hold
 
@@ -286,7 +286,8 @@ OPS += [
           {"M": ("matrix",), "dsize": ("size",), "borderValue": ("border_value",)}),
     cv_op("cv2.warpPerspective", cv2compat.warpPerspective,
           {"src": _img(), "M": np.array([[1.0, 0.1, 2.0], [0.0, 0.9, 1.0], [1e-3, 0.0, 1.0]]),
-           "dsize": (17, 12), "dst": None, "flags": cv2compat.INTER_LINEAR, "borderMode": cv2compat.BORDER_CONSTANT,
+           "dsize": (17, 12), "dst": None, "flags": cv2compat.INTER_LINEAR,
+           "borderMode": cv2compat.BORDER_CONSTANT,
            "borderValue": 9}, _dsize_shape,
           {"M": ("matrix",), "dsize": ("size",), "borderValue": ("border_value",)}),
     cv_op("cv2.flip", cv2compat.flip, {"src": _img(), "flipCode": -1, "dst": None}, lambda a: a["src"].shape),
@@ -337,7 +338,9 @@ if torch is not None:
 # ``name`` is the argument its errors name, for the ops that call it), Loader and the other
 # classes.
 BY_NAME = {op.name: op for op in OPS}
-EMULATED = ("resize", "swap_rb", "normalize", "warp_affine", "nms", "box_iou")
+# a few ops on the emulated kernels in CI: one a kernel family, the newer families included
+EMULATED = ("resize", "swap_rb", "normalize", "warp_affine", "nms", "box_iou", "resize_antialias", "pad",
+            "crop", "gaussian_blur", "cvt_color", "color_jitter", "denormalize", "cv2.resize")
 
 # --- what replaces an argument ----------------------------------------------------------------
 NAN = float("nan")
@@ -669,7 +672,8 @@ FOUND = [
     (lambda: cupyprep.pad(_IMG[..., :1], 2, value=(1, 2, 3)), ValueError, "img"),
     (lambda: cupyprep.denormalize(_IMG[..., :2].astype(np.float32), (0.4, 0.5, 0.6), layout="HWC"),
      ValueError, "img"),
-    (lambda: cupyprep.warp_affine(_IMG[..., :2], np.eye(2, 3), (8, 8), border_value=(1, 2, 3)), ValueError, "img"),
+    (lambda: cupyprep.warp_affine(_IMG[..., :2], np.eye(2, 3), (8, 8), border_value=(1, 2, 3)), ValueError,
+     "img"),
     (lambda: cupyprep.preprocess(_IMG[..., :1], (8, 8), pad_value=(1, 2, 3)), ValueError, "images"),
     # crop's image indexes past an empty batch: the error said only "boxes"
     (lambda: cupyprep.crop(_img((0, 8, 8, 3)), [[0, 1, 1, 4, 4]], (4, 4)), ValueError, "img"),
@@ -683,7 +687,8 @@ FOUND = [
     (lambda: cupyprep.hsv_gain(_img((2, 8, 8, 3)), seed=-1), ValueError, "seed"),
     (lambda: cupyprep.hsv_gain(_img((2, 8, 8, 3)), seed=np.array(1.5)), TypeError, "seed"),
     (lambda: cupyprep.random_affine(_img((2, 8, 8, 3)), seed=2**64), ValueError, "seed"),
-    (lambda: cupyprep.color_jitter(_img((2, 8, 8, 3)), 0.4, generator=random.Random(0)), TypeError, "generator"),
+    (lambda: cupyprep.color_jitter(_img((2, 8, 8, 3)), 0.4, generator=random.Random(0)), TypeError,
+     "generator"),
     (lambda: cupyprep.random_affine(_img((2, 8, 8, 3)), generator=np.random.SeedSequence(0)), TypeError,
      "generator"),
     # an empty list of images gave an empty list (out=() returned another object)
@@ -694,11 +699,13 @@ FOUND = [
     # sizes past int32 reached OpenCV ("Can't parse 'ksize'") or the kernels' int32 arguments
     (lambda: cupyprep.box_filter(_IMG, (2**40, 3)), ValueError, "ksize"),
     (lambda: cupyprep.gaussian_blur(_IMG, 0, 1e300), ValueError, "ksize"),
-    (lambda: cupyprep.preprocess(_IMG, (8, 8), mode="center_crop", resize_size=2**63), ValueError, "resize_size"),
+    (lambda: cupyprep.preprocess(_IMG, (8, 8), mode="center_crop", resize_size=2**63), ValueError,
+     "resize_size"),
     (lambda: cupyprep.preprocess(_IMG, (8, 8), mode="center_crop", resize_size=2**31 - 1), ValueError,
      "resize_size"),
     # OpenCV's own out-of-memory error (a cv2.error) where the CPU backend resizes before cropping
-    (lambda: cupyprep.preprocess(_IMG, (8, 8), mode="center_crop", resize_size=2**20), MemoryError, "allocate"),
+    (lambda: cupyprep.preprocess(_IMG, (8, 8), mode="center_crop", resize_size=2**20), MemoryError,
+     "allocate"),
     # swap_rb went through `and`: an array raised "truth value ... ambiguous"
     (lambda: cupyprep.denormalize(_img((3, 8, 8), np.float32), swap_rb=np.zeros(3)), TypeError, "swap_rb"),
     # no priors: "cannot reshape array of size 0" (the landmark count taken as -1)
@@ -739,7 +746,8 @@ if torch is not None:
     _TT = torch.zeros((8, 9, 3))
     FOUND += [
         # tensors NumPy / CuPy cannot view: torch's RuntimeError or a TypeError naming no argument
-        (lambda: cupyprep.from_torch(_TT.to(torch.complex64).conj()), ValueError, "t: a tensor with its conj"),
+        (lambda: cupyprep.from_torch(_TT.to(torch.complex64).conj()), ValueError,
+         "t: a tensor with its conj"),
         (lambda: cupyprep.from_torch(_TT.to_sparse()), TypeError, "t: expected a dense"),
         (lambda: cupyprep.from_torch(_TT.to(torch.float8_e4m3fn)), TypeError, "t: expected a dtype"),
         (lambda: cupyprep.from_torch(torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)])), TypeError,
@@ -766,11 +774,12 @@ def test_found_cv2compat_resize_keeps_opencvs_step_on_every_side():
     HxWx1 image lost its axis there, not on the kernels): now both sides take the same
     checked arguments; with fx / fy the step stays OpenCV's 1 / fx."""
     img = _img((9, 13, 3))
-    for f, interp in ((0.3, cv2compat.INTER_NEAREST), (0.7, cv2compat.INTER_LINEAR), (0.5, cv2compat.INTER_AREA),
-                      (1.7, cv2compat.INTER_CUBIC)):
+    for f, interp in ((0.3, cv2compat.INTER_NEAREST), (0.7, cv2compat.INTER_LINEAR),
+                      (0.5, cv2compat.INTER_AREA), (1.7, cv2compat.INTER_CUBIC)):
         with without_ipp(cv2):  # OpenCV's own code (IPP's uint8 cubic differs by 1)
             want = cv2.resize(img, None, fx=f, fy=f / 2 + 0.2, interpolation=interp)
-        np.testing.assert_array_equal(cv2compat.resize(img, None, fx=f, fy=f / 2 + 0.2, interpolation=interp), want)
+        got = cv2compat.resize(img, None, fx=f, fy=f / 2 + 0.2, interpolation=interp)
+        np.testing.assert_array_equal(got, want)
     assert cv2compat.resize(img[..., :1], (5, 4)).shape == (4, 5, 1)
     wide = _img((9, 13, 6))
     got = cv2compat.resize(wide, (0, 0), fx=0.6, fy=0.6, interpolation=cv2compat.INTER_AREA)
