@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import signal
 from dataclasses import dataclass, field
 
@@ -468,7 +469,8 @@ def check_call(op, args, replaced, convert=lambda a: a):
         names = [n for r in replaced for n in (r, *op.aliases.get(r, ()))]
         if len({_kind(v) for v in call_args.values()} - {None}) > 1:
             names += list(op.args)  # mixed kinds or devices: the error may name either side
-        assert any(n in message for n in names), \
+        # a name counts as a word of the message: one-letter names (t, x, k, M) are in any text
+        assert any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", message) for n in names), \
             f"{op.name}: {type(exc).__name__} names none of {replaced}: {message}"
         return "refused"
     except MemoryError as exc:
