@@ -36,7 +36,10 @@ def _check_generator(call, generator):
         if not isinstance(generator, torch.Generator):
             raise TypeError(f"generator: expected a torch.Generator for a torch batch, got "
                             f"{describe(generator)}")
-        if generator.device != call.tensor.device:
+        g, t = generator.device, call.tensor.device
+        # a CUDA generator made with device="cuda" may carry no index: only two known indexes differ
+        if g.type != t.type or (g.type == "cuda" and None not in (g.index, t.index)
+                                and min(g.index, t.index) >= 0 and g.index != t.index):
             raise ValueError(f"generator: expected a torch.Generator on the batch's device "
                              f"{call.tensor.device}, got one on {generator.device}")
         return
