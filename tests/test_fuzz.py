@@ -333,11 +333,14 @@ if torch is not None:
                         torch.zeros(3, dtype=torch.float8_e4m3fn), torch.zeros(2, dtype=torch.bool),
                         torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)]), _img()]}),
     ]
-# Public callables not fuzzed here: warmup (it takes kernel family names and compiles; it needs a
-# GPU or the emulator, and every draw would compile variants), stream, use_torch_allocator and
-# release_graph_memory (they switch process-wide state: streams, allocators), as_array (its
-# ``name`` is the argument its errors name, for the ops that call it), Loader and the other
-# classes.
+# Public callables not fuzzed here (test_every_public_op_is_fuzzed holds the list to this): warmup
+# (it takes kernel family names and compiles; it needs a GPU or the emulator, and every draw
+# would compile variants), stream, use_torch_allocator and release_graph_memory (they switch
+# process-wide state: streams, allocators), as_array (its ``name`` is the argument its errors
+# name, for the ops that call it), and the classes (Loader, the results and errors).
+NOT_FUZZED = {"warmup", "stream", "use_torch_allocator", "release_graph_memory", "as_array"}
+if torch is None:
+    NOT_FUZZED |= {"to_torch", "from_torch"}
 BY_NAME = {op.name: op for op in OPS}
 # a few ops on the emulated kernels in CI: one a kernel family, the newer families included
 EMULATED = ("resize", "swap_rb", "normalize", "warp_affine", "nms", "box_iou", "resize_antialias", "pad",
@@ -542,6 +545,17 @@ def test_fuzz_cpu_backend(name):
 
     run()
     assert sum(seen.values()) >= min(CPU_EXAMPLES, 20)
+
+
+def test_every_public_op_is_fuzzed():
+    """Every public function of cupyprep and cupyprep.cv2compat is an Op here, or one of
+    NOT_FUZZED (whose comment says why)."""
+    fuzzed = {op.fn for op in OPS}
+    for module in (cupyprep, cv2compat):
+        for name in module.__all__:
+            fn = getattr(module, name)
+            if callable(fn) and not isinstance(fn, type) and name not in NOT_FUZZED:
+                assert fn in fuzzed, f"{module.__name__}.{name} is not fuzzed (add an Op, or to NOT_FUZZED)"
 
 
 def test_the_valid_calls_run():
