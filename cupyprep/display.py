@@ -68,7 +68,8 @@ def show(batch, boxes=None, *, mean=None, std=None, scale=1 / 255, layout="NCHW"
     batch : (N, C, H, W) or (N, H, W, C) array (numpy, cupy or torch), or one image
         A batch as :func:`cupyprep.preprocess` returns it; 1, 3 or 4 channels.
     boxes : (N, K, 4) array or list of N (K_i, 4) arrays, optional
-        xyxy boxes in the batch's (network) coordinates, drawn in green.
+        xyxy boxes in the batch's (network) coordinates, drawn in green; finite (a NaN or
+        infinite coordinate is refused, naming the image's boxes).
     mean, std, scale :
         The normalization the batch went through (``(x * scale - mean) / std``); undone as
         ``(y * std + mean) / scale``, then clipped to 0..255. The defaults are
@@ -80,7 +81,9 @@ def show(batch, boxes=None, *, mean=None, std=None, scale=1 / 255, layout="NCHW"
     columns : int, optional
         Images per row (default: about a square grid).
     max_images : int
-        Images shown at most (the first ones).
+        Images shown at most (the first ones), at least 1.
+    gap : int
+        White pixels between the images, 0 or more.
 
     Returns
     -------
