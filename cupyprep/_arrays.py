@@ -24,7 +24,8 @@ import numpy as np
 from . import _kernels
 from ._allocators import DeviceMemoryError, captured_allocations, out_of_memory, torch_allocations
 from ._streams import chosen_stream, cupy_stream, local, order_after, torch_current_stream
-from ._torch import TensorView, from_torch, is_torch, tensor_type, torch_bf16, torch_dtype
+from ._torch import (TensorView, from_torch, is_torch, numpy_dtypes, tensor_type, torch_bf16,
+                     torch_dtype)
 
 __all__ = ["prepare", "prepare_list", "Prepared", "describe", "element_strides", "on_input_device",
            "is_cupy", "is_torch", "xp_of", "unwrap", "dense_pixels", "rows_view"]
@@ -369,6 +370,31 @@ def _device_id(array) -> int:
     return array.device.id
 
 
+@functools.cache
+def _shared_torch_dtypes():
+    """The torch dtypes NumPy / CuPy arrays can view (bfloat16: CuPy only, with ml_dtypes)."""
+    import torch
+
+    return frozenset(numpy_dtypes()) | {torch.int8, torch.complex64, torch.complex128, torch.bfloat16}
+
+
+def check_tensor(t, name):
+    """A torch tensor whose memory an array can view: dense (strided), of a dtype NumPy or
+    CuPy has, without a lazy conjugate / negative bit (its memory holds the values before
+    that view); a TypeError / ValueError naming ``name`` for anything else."""
+    if t.is_nested:  # (a nested tensor has no shape for describe())
+        raise TypeError(f"{name}: expected a dense (strided) tensor, got a nested tensor of {t.dtype}")
+    if t.layout is not sys.modules["torch"].strided:
+        raise TypeError(f"{name}: expected a dense (strided) tensor, got a {t.layout} one: {describe(t)}")
+    if t.dtype not in _shared_torch_dtypes():
+        raise TypeError(f"{name}: expected a dtype NumPy / CuPy have, got {describe(t)}")
+    if t.is_conj() or t.is_neg():
+        fix = "resolve_conj()" if t.is_conj() else "resolve_neg()"
+        raise ValueError(f"{name}: a tensor with its {'conjugate' if t.is_conj() else 'negative'} bit "
+                         f"set has no memory holding its values to share; pass t.{fix} (a copy), got "
+                         f"{describe(t)}")
+
+
 def prepare(x, name) -> Prepared:
     """Classify an array argument; a TypeError names ``name`` for anything else."""
     if isinstance(x, np.ndarray):
@@ -376,6 +402,7 @@ def prepare(x, name) -> Prepared:
     if is_cupy(x):
         return Prepared(x, "cupy", True)
     if is_torch(x):
+        check_tensor(x, name)
         if x.device.type == "cuda":
             return Prepared(from_torch(x), "torch", True, x)
         if x.device.type == "cpu":

@@ -56,10 +56,10 @@ def area_table(src, dst, scale):
     return tab.astype(np.int32).ravel(), weights
 
 
-def resize_images(img, size, interpolation, layout, out, scale=None):
-    """:func:`cupyprep.resize`, with an optional ``(scale_y, scale_x)`` source-per-destination
-    step, for ``cv2compat.resize(fx=, fy=)``, where OpenCV takes the step from fx/fy, not the
-    sizes."""
+def resize_images(img, size, interpolation, layout, out, inv_scale=None):
+    """:func:`cupyprep.resize`, with an optional ``(fy, fx)`` destination-per-source factor,
+    for ``cv2compat.resize(fx=, fy=)``, where OpenCV takes the step (``1 / fx``) from the
+    factors, not the sizes."""
     call = _arrays.prepare(img, "img")
     interpolation = _validate.choice("interpolation", interpolation, spec.INTERPOLATIONS)
     dh, dw = _validate.size_hw("size", size)
@@ -67,7 +67,7 @@ def resize_images(img, size, interpolation, layout, out, scale=None):
     dtype = _validate.dtype_in("img", arr, spec.DTYPES)
     geo = _validate.image_layout("img", arr, layout)
     if not call.device:
-        return call.result(cpu.resize(arr, (dh, dw), interpolation, geo), out)
+        return call.result(cpu.resize(arr, (dh, dw), interpolation, geo, inv_scale), out)
     with call.launch(), call.writing(out, geo.shape(dh, dw), dtype, [arr]) as (native, dst):
         dgeo = _validate.image_layout("out", dst, layout)
         pixel_cn = None
@@ -80,8 +80,8 @@ def resize_images(img, size, interpolation, layout, out, scale=None):
         s_n, s_c, s_y, s_x = geo.strides
         d_n, d_c, d_y, d_x = dgeo.strides
         planes = geo.n * groups
-        scale_y = scale[0] if scale else resize_scale(geo.h, dh)
-        scale_x = scale[1] if scale else resize_scale(geo.w, dw)
+        scale_y = 1.0 / inv_scale[0] if inv_scale else resize_scale(geo.h, dh)
+        scale_x = 1.0 / inv_scale[1] if inv_scale else resize_scale(geo.w, dw)
         i64, i32 = np.int64, np.int32
         kernel, extra = interpolation, ()
         if interpolation == "area":
@@ -97,9 +97,9 @@ def resize_images(img, size, interpolation, layout, out, scale=None):
                     for n, d, s in ((geo.w, dw, scale_x), (geo.h, dh, scale_y)))
                 extra = (xtab, xw, ytab, yw)
             else:
-                # OpenCV's inv_scale: dst / src, or cv2compat's fx / fy (as 1 / step)
-                extra = (np.float64(1.0 / scale[0] if scale else dh / geo.h),
-                         np.float64(1.0 / scale[1] if scale else dw / geo.w))
+                # OpenCV's inv_scale: dst / src, or cv2compat's fy / fx
+                extra = (np.float64(inv_scale[0] if inv_scale else dh / geo.h),
+                         np.float64(inv_scale[1] if inv_scale else dw / geo.w))
         if kernel not in spec.WIDE_PIXEL_KERNELS:
             pixel_cn = None
         fn = _kernels.get_function(spec.FILE, spec.SPEC.expr(kernel, dtype, cn, pixel_cn))

@@ -218,11 +218,12 @@ def per_channel(name, value, channels, default, image="the image"):
     return tuple(values)
 
 
-def fill_values(name, value, channels, dtype, rounded_to):
+def fill_values(name, value, channels, dtype, rounded_to, image="the image"):
     """A fill value (a pad or border value: one number, or one per channel) as float32s:
     for an unsigned integer image type rounded and saturated as a stored pixel is (OpenCV's
-    saturate_cast), then rounded to the dtype ``rounded_to``."""
-    values = per_channel(name, value, channels, 0.0)
+    saturate_cast), then rounded to the dtype ``rounded_to``; ``image`` as
+    :func:`per_channel`'s."""
+    values = per_channel(name, value, channels, 0.0, image)
     return _fill_values(values, np.dtype(dtype), np.dtype(rounded_to))
 
 

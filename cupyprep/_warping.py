@@ -222,7 +222,7 @@ def warp_images(images, matrix, size, interpolation, border_mode, border_value, 
         m = matrix if checked else check_matrices(matrix_name, matrix, rows, n_out, call)
         # OpenCV's border value is stored as the image type; float16 images are warped in
         # float32 and rounded once, so theirs stays float32
-        bval = _validate.fill_values("border_value", border_value, c, dtype, np.float32)
+        bval = _validate.fill_values("border_value", border_value, c, dtype, np.float32, name)
         out_shape = (dh, dw) + ((c,) if has_channels else ())
         if batched:
             out_shape = (n_out,) + out_shape

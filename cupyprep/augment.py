@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _arrays, _kernels, _matrix_math, _validate
 from ._launch import launch_1d
-from ._random import uniforms
+from ._random import check_seed, uniforms
 from ._specs import warp as warp_spec
 from ._warping import gather_images, warp_images
 
@@ -75,8 +75,7 @@ def random_affine(batch, degrees=0.0, translate=(0.0, 0.0), scale=(1.0, 1.0), sh
     flip_p = _validate.number("flip_p", flip_p)
     if not 0 <= flip_p <= 1:
         raise ValueError(f"flip_p: expected a probability in [0, 1], got {flip_p}")
-    if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0):
-        raise TypeError(f"seed: expected None or a non-negative int, got {seed!r}")
+    check_seed(seed)
     # drawn and assembled on the batch's device and stream, where the warp reads them
     with call.launch():
         u = uniforms(call, (n, 6), generator, seed)  # in [0, 1), on the batch's side

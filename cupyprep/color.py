@@ -98,11 +98,13 @@ def cvt_color(img, code, *, out=None):
     -------
     >>> hsv = cupyprep.cvt_color(bgr, "bgr2hsv")  # doctest: +SKIP
     """
+    if not isinstance(code, str):
+        raise TypeError(f"code: expected a conversion name (a str), got {code!r}")
     if code in _OTHER_CODES:
         if code.endswith("gray"):
             return to_gray(img, order=code[:3], out=out)
         return swap_rb(img, out=out)
-    if not isinstance(code, str) or code not in CVT_CODES:
+    if code not in CVT_CODES:
         raise ValueError(f"code: expected one of {sorted(CVT_CODES) + list(_OTHER_CODES)}, got {code!r}")
     conversion, order, full = CVT_CODES[code]
     call = _arrays.prepare(img, "img")

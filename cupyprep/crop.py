@@ -168,7 +168,7 @@ def _box_array(call, boxes, name, count):
         if not ok.all():
             k = int(np.argmin(ok))
             raise ValueError(f"{name}: row {k}'s image index {float(column[k])!r} is not an "
-                             f"integer in [0, {count})")
+                             f"integer in [0, {count}) (img has {count} image{'s' * (count != 1)})")
     if not call.device:
         return host
     return _transfers.upload(call.xp, host, name, "pass the boxes on the images' device")

@@ -10,16 +10,19 @@ torch CUDA inputs run the kernels, with OpenCV's semantics.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
-from . import _arrays
+import numpy as np
+
+from . import _arrays, _validate
 from ._resizing import resize_images
+from ._specs.resize import DTYPES as _RESIZE_DTYPES
 from ._specs.warp import BORDER_MODES as _BORDER_MODES
 from ._warping import warp_images
 from .color import cvt_color as _cvt_color
 from .color import swap_rb as _swap_rb
 from .color import to_gray as _to_gray
-from .cpu import cv2_module, without_ipp
 from .filter import box_filter as _box_filter
 from .filter import gaussian_blur as _gaussian_blur
 from .flip_pad import flip as _flip
@@ -97,33 +100,30 @@ _INTERPOLATION = {INTER_NEAREST: "nearest", INTER_LINEAR: "linear", INTER_CUBIC:
 def resize(src, dsize, dst=None, fx=0, fy=0, interpolation=INTER_LINEAR):
     """``cv2.resize``: ``dsize`` is ``(width, height)``; or ``dsize=None`` / ``(0, 0)``
     with scale factors ``fx``, ``fy`` (then, as in OpenCV, the output size is
-    ``round(width * fx)`` by ``round(height * fy)`` and the sampling step is ``1 / fx``)."""
-    if interpolation not in _INTERPOLATION:
-        raise ValueError(
-            f"interpolation: expected one of INTER_NEAREST, INTER_LINEAR, INTER_CUBIC, "
-            f"INTER_AREA, got {interpolation!r}"
-        )
+    ``round(width * fx)`` by ``round(height * fy)`` and the sampling step is ``1 / fx``).
+    The dtypes and results are :func:`cupyprep.resize`'s on both sides (OpenCV's own code,
+    IPP off, for NumPy input), and an ``HxWx1`` image gives ``h x w x 1`` (``cv2.resize``
+    drops that axis)."""
+    interpolation = _flag("interpolation", interpolation, _INTERPOLATION,
+                          "one of INTER_NEAREST, INTER_LINEAR, INTER_CUBIC, INTER_AREA")
+    size = _dsize(dsize, allow_empty=True)
+    fx, fy = _number("fx", fx), _number("fy", fy)
     call = _arrays.prepare(src, "src")
     arr = call.array
     if arr.ndim not in (2, 3):
         raise ValueError(f"src: expected a 2-D or 3-D image, got {_arrays.describe(arr)}")
-    if not call.device:
-        cv2 = cv2_module()
-        with without_ipp(cv2):  # OpenCV's own code, as the kernels (docs/exactness.md)
-            res = cv2.resize(arr, dsize, fx=fx, fy=fy, interpolation=interpolation)
-        return call.result(res, dst)
-    h, w = arr.shape[:2]
-    scale = None
-    if dsize is None or tuple(dsize) == (0, 0):
-        if not (fx > 0 and fy > 0):
-            raise ValueError(f"fx, fy: expected positive scale factors with no dsize, got {fx}, {fy}")
+    _validate.dtype_in("src", arr, _RESIZE_DTYPES)
+    inv_scale = None
+    if size is None:
+        if not (0 < fx < math.inf and 0 < fy < math.inf):
+            raise ValueError(f"fx, fy: expected positive finite scale factors with no dsize, got {fx}, {fy}")
+        h, w = arr.shape[:2]
         size = (_round_half_even(h * fy), _round_half_even(w * fx))
-        scale = (1.0 / fy, 1.0 / fx)
-    else:
-        if len(dsize) != 2:
-            raise TypeError(f"dsize: expected (width, height), got {dsize!r}")
-        size = (dsize[1], dsize[0])
-    return resize_images(src, size, _INTERPOLATION[interpolation], "HWC", dst, scale=scale)
+        if not all(0 < v < 2**31 for v in size):
+            raise ValueError(f"fx, fy: the output size of a {h} x {w} image would be {size[0]} x "
+                             f"{size[1]}, expected sides from 1 to 2**31 - 1")
+        inv_scale = (fy, fx)
+    return resize_images(src, size, _INTERPOLATION[interpolation], "HWC", dst, inv_scale=inv_scale)
 
 
 def _round_half_even(v):
@@ -131,11 +131,62 @@ def _round_half_even(v):
     return int(round(v))
 
 
+# --- OpenCV's argument forms --------------------------------------------------------------------
+def _flag(name, value, allowed, what):
+    """An OpenCV flag: an int among ``allowed``; a TypeError / ValueError naming ``name`` and
+    ``what`` else."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise TypeError(f"{name}: expected {what} (an int), got {value!r}")
+    if int(value) not in allowed:
+        raise ValueError(f"{name}: expected {what}, got {value!r}")
+    return int(value)
+
+
+def _number(name, value):
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise TypeError(f"{name}: expected a number, got {value!r}")
+    return float(value)
+
+
+def _dsize(dsize, allow_empty=False):
+    """OpenCV's ``(width, height)`` as ``(height, width)``; None for an empty one (None or
+    (0, 0)) where ``allow_empty``."""
+    if dsize is None and allow_empty:
+        return None
+    if (not isinstance(dsize, (tuple, list)) or len(dsize) != 2
+            or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in dsize)):
+        raise TypeError(f"dsize: expected (width, height) ints, got {dsize!r}")
+    w, h = int(dsize[0]), int(dsize[1])
+    if allow_empty and w == 0 and h == 0:
+        return None
+    if not (0 < w < 2**31 and 0 < h < 2**31):
+        raise ValueError(f"dsize: expected a positive width and height below 2**31, got {dsize!r}")
+    return h, w
+
+
+def _scalar(name, value):
+    """OpenCV's Scalar: a number v is ``(v, 0, 0, 0)``, a sequence of up to 4 numbers is
+    padded with zeros; None is zeros."""
+    if value is None:
+        return (0.0,) * 4
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        values = [float(value)]
+    else:
+        a = _validate.as_numbers(name, value)
+        if a.dtype == np.bool_ or a.ndim != 1 or not 1 <= a.size <= 4:
+            raise ValueError(f"{name}: expected a number or up to 4 numbers (OpenCV's Scalar), got "
+                             f"{value!r}")
+        values = [float(v) for v in a]
+    return tuple(values + [0.0] * (4 - len(values)))
+
+
 def cvtColor(src, code, dst=None):
     """``cv2.cvtColor`` for BGR <-> RGB (and the 4-channel variants), to gray, and BGR / RGB
     <-> HSV (``_FULL`` too) and YCrCb (:func:`cupyprep.cvt_color`; a 3-channel result).
     NumPy inputs of the HSV and YCrCb codes run OpenCV's own code with IPP off (IPP's
     ``HSV2BGR_FULL`` differs from it by 1)."""
+    if not isinstance(code, numbers.Integral) or isinstance(code, bool):
+        raise TypeError(f"code: expected an OpenCV color code (an int such as COLOR_BGR2RGB), got {code!r}")
     if code in _CVT_CODES:
         return _cvt_color(src, _CVT_CODES[code], out=dst)
     if code in (COLOR_BGR2RGB, COLOR_BGRA2RGBA):
@@ -163,26 +214,23 @@ assert set(_BORDER.values()) == set(_BORDER_MODES)
 
 
 def _warp_call(src, M, dsize, dst, flags, borderMode, borderValue, perspective):
-    interp = flags & ~WARP_INVERSE_MAP
-    if interp not in _WARP_INTERPOLATION:
+    if not isinstance(flags, numbers.Integral) or isinstance(flags, bool):
+        raise TypeError(f"flags: expected an int (INTER_NEAREST, INTER_LINEAR or INTER_CUBIC, "
+                        f"optionally | WARP_INVERSE_MAP), got {flags!r}")
+    if (flags & ~WARP_INVERSE_MAP) not in _WARP_INTERPOLATION:
         raise ValueError(f"flags: expected INTER_NEAREST, INTER_LINEAR or INTER_CUBIC, optionally "
                          f"| WARP_INVERSE_MAP, got {flags!r}")
-    if borderMode not in _BORDER:
-        raise ValueError(f"borderMode: expected BORDER_CONSTANT, BORDER_REPLICATE, BORDER_REFLECT, "
-                         f"BORDER_REFLECT_101 or BORDER_WRAP, got {borderMode!r}")
-    if dsize is None or len(dsize) != 2:
-        raise TypeError(f"dsize: expected (width, height), got {dsize!r}")
+    interp = flags & ~WARP_INVERSE_MAP
+    borderMode = _flag("borderMode", borderMode, _BORDER, "BORDER_CONSTANT, BORDER_REPLICATE, "
+                       "BORDER_REFLECT, BORDER_REFLECT_101 or BORDER_WRAP")
+    size = _dsize(dsize)
     shape = getattr(src, "shape", ())
     if len(shape) not in (2, 3):
         raise ValueError(f"src: expected a 2-D or 3-D image, got {_arrays.describe(src)}")
     c = shape[2] if len(shape) == 3 else 1
-    # OpenCV's Scalar: a number v is (v, 0, 0, 0), a sequence is padded with zeros
-    if borderValue is None:
-        borderValue = 0.0
-    values = (borderValue,) if isinstance(borderValue, numbers.Real) else list(borderValue)[:4]
-    value = (tuple(float(v) for v in values) + (0.0,) * 4)[:c]
-    return warp_images(src, M, (dsize[1], dsize[0]), _WARP_INTERPOLATION[interp],
-                       _BORDER[borderMode], value, bool(flags & WARP_INVERSE_MAP), dst, perspective)
+    value = _scalar("borderValue", borderValue)[:c]
+    return warp_images(src, M, size, _WARP_INTERPOLATION[interp], _BORDER[borderMode], value,
+                       bool(flags & WARP_INVERSE_MAP), dst, perspective)
 
 
 def warpAffine(src, M, dsize, dst=None, flags=INTER_LINEAR, borderMode=BORDER_CONSTANT,
@@ -213,9 +261,8 @@ _ROTATE_TURNS = {ROTATE_90_CLOCKWISE: 3, ROTATE_180: 2, ROTATE_90_COUNTERCLOCKWI
 def rotate(src, rotateCode, dst=None):
     """``cv2.rotate`` with ``ROTATE_90_CLOCKWISE``, ``ROTATE_180`` or
     ``ROTATE_90_COUNTERCLOCKWISE``."""
-    if rotateCode not in _ROTATE_TURNS or isinstance(rotateCode, bool):
-        raise ValueError(f"rotateCode: expected ROTATE_90_CLOCKWISE, ROTATE_180 or "
-                         f"ROTATE_90_COUNTERCLOCKWISE, got {rotateCode!r}")
+    rotateCode = _flag("rotateCode", rotateCode, _ROTATE_TURNS,
+                       "ROTATE_90_CLOCKWISE, ROTATE_180 or ROTATE_90_COUNTERCLOCKWISE")
     return _rotate90(src, _ROTATE_TURNS[rotateCode], out=dst)
 
 
@@ -231,10 +278,7 @@ def copyMakeBorder(src, top, bottom, left, right, borderType, dst=None, value=No
     if len(shape) not in (2, 3):
         raise ValueError(f"src: expected a 2-D or 3-D image, got {_arrays.describe(src)}")
     c = shape[2] if len(shape) == 3 else 1
-    if value is None:
-        value = 0.0
-    values = (value,) if isinstance(value, numbers.Real) else list(value)[:4]
-    scalar = (tuple(float(v) for v in values) + (0.0,) * 4)[:4]
+    scalar = _scalar("value", value)
     if c > 4:  # OpenCV: all four of the Scalar's values equal, then used for every channel
         if len(set(scalar)) > 1:
             raise ValueError(f"value: expected one value for an image of {c} channels, got {value!r}")
@@ -250,10 +294,8 @@ _FILTER_BORDER = {BORDER_CONSTANT: "constant", BORDER_REPLICATE: "replicate",
 
 
 def _filter_border(borderType):
-    if borderType not in _FILTER_BORDER:
-        raise ValueError(f"borderType: expected BORDER_CONSTANT, BORDER_REPLICATE, BORDER_REFLECT "
-                         f"or BORDER_REFLECT_101 (OpenCV's filters take no BORDER_WRAP), got "
-                         f"{borderType!r}")
+    borderType = _flag("borderType", borderType, _FILTER_BORDER, "BORDER_CONSTANT, BORDER_REPLICATE, "
+                       "BORDER_REFLECT or BORDER_REFLECT_101 (OpenCV's filters take no BORDER_WRAP)")
     return _FILTER_BORDER[borderType]
 
 
@@ -273,12 +315,14 @@ def boxFilter(src, ddepth, ksize, dst=None, anchor=(-1, -1), normalize=True,
               borderType=BORDER_DEFAULT):
     """``cv2.boxFilter`` with ``ddepth=-1`` (the source's depth): ``ksize`` is ``(width,
     height)`` and ``anchor`` ``(x, y)``."""
+    if not isinstance(ddepth, numbers.Integral) or isinstance(ddepth, bool):
+        raise TypeError(f"ddepth: expected -1 (an int), got {ddepth!r}")
     if ddepth != -1:
         raise ValueError(f"ddepth: expected -1 (the source's depth; other output depths are not "
                          f"supported), got {ddepth!r}")
     if not isinstance(anchor, (tuple, list)) or len(anchor) != 2:
         raise TypeError(f"anchor: expected (x, y), got {anchor!r}")
-    return _box_filter(src, _filter_ksize(ksize), normalize=bool(normalize),
+    return _box_filter(src, _filter_ksize(ksize), normalize=_validate.flag("normalize", normalize),
                        anchor=(anchor[1], anchor[0]), border=_filter_border(borderType), out=dst)
 
 

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from . import _arrays, _decoders
+from . import _arrays, _decoders, _validate
 from ._streams import chosen_stream, order_after, torch_current_stream
 
 __all__ = ["DecodeError", "DecodeFailure", "decode"]
@@ -114,10 +114,8 @@ def decode(sources, *, device=None, like=None, color="bgr", on_error="raise"):
     >>> images = cupyprep.decode([open(p, "rb").read() for p in paths])   # doctest: +SKIP
     >>> batch, meta = cupyprep.preprocess(images, (640, 640))              # doctest: +SKIP
     """
-    if color not in _decoders.COLORS:
-        raise ValueError(f"color: expected one of {list(_decoders.COLORS)}, got {color!r}")
-    if on_error not in _ON_ERROR:
-        raise ValueError(f"on_error: expected one of {list(_ON_ERROR)}, got {on_error!r}")
+    color = _validate.choice("color", color, _decoders.COLORS)
+    on_error = _validate.choice("on_error", on_error, _ON_ERROR)
     if isinstance(sources, (str, bytes, bytearray, memoryview, os.PathLike)) or \
             (isinstance(sources, np.ndarray) and sources.ndim <= 1):
         raise TypeError(f"sources: expected a sequence of encoded images or paths, got one "
@@ -211,7 +209,7 @@ def _like_library(like):
 
 def _device_index(device):
     """None, "cpu" or a CUDA device index."""
-    if device is None or device == "cpu":
+    if device is None or (isinstance(device, str) and device == "cpu"):
         return device
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(device, torch.device):
@@ -220,7 +218,7 @@ def _device_index(device):
         return device.index if device.index is not None else torch.cuda.current_device()
     if isinstance(device, numbers.Integral) and not isinstance(device, bool) and device >= 0:
         return int(device)
-    if device == "cuda":
+    if isinstance(device, str) and device == "cuda":
         import cupy
 
         return cupy.cuda.Device().id

@@ -74,6 +74,9 @@ def gaussian_blur(img, ksize, sigma_x, sigma_y=0.0, *, border="reflect101", layo
     if kw <= 0 or kh <= 0 or kw % 2 == 0 or kh % 2 == 0:
         raise ValueError(f"ksize: expected odd positive sizes (or 0 with a positive sigma), got "
                          f"{ksize!r} with sigma_x={sigma_x!r}, sigma_y={sigma_y!r}")
+    if max(kh, kw) >= 2**31:
+        raise ValueError(f"ksize: the size made from sigma_x={sigma_x!r}, sigma_y={sigma_y!r} is "
+                         f"{kh} x {kw}, expected sizes below 2**31 (a smaller sigma)")
     if not call.device:
         return call.result(_on_cpu(arr, geo, lambda a, batched: cpu.gaussian_blur(
             a, (kh, kw), (sy, sx), border, batched)), out)
@@ -151,6 +154,9 @@ def box_filter(img, ksize, *, normalize=True, anchor=None, border="reflect101", 
 # --- helpers ----------------------------------------------------------------------------------
 def _each(images, out, fn):
     """A list of images, one call each (``out`` None or a list of the same length)."""
+    if len(images) == 0:
+        raise ValueError("img: expected at least one image (pass an empty NHWC array for an "
+                         "empty batch)")
     if out is not None and (not isinstance(out, (list, tuple)) or len(out) != len(images)):
         raise ValueError(f"out: expected a list of {len(images)} arrays for a list of images, "
                          f"got {_arrays.describe(out)}")
@@ -158,7 +164,7 @@ def _each(images, out, fn):
 
 
 def _border(border):
-    if border == "wrap":
+    if isinstance(border, str) and border == "wrap":
         raise ValueError("border: OpenCV's filters take no 'wrap' border; expected one of "
                          f"{list(FILTER_BORDERS)}, got 'wrap'")
     return _validate.choice("border", border, FILTER_BORDERS)
@@ -175,6 +181,8 @@ def _ksize(name, ksize, allow_zero):
     if any(k < 0 or (k == 0 and not allow_zero) for k in pair):
         what = "non-negative" if allow_zero else "positive"
         raise ValueError(f"{name}: expected {what} sizes, got {ksize!r}")
+    if max(pair) >= 2**31:  # OpenCV's Size and the kernels' sizes are int32
+        raise ValueError(f"{name}: expected sizes below 2**31, got {ksize!r}")
     return pair
 
 
@@ -193,7 +201,8 @@ def _anchor(anchor, kh, kw):
         raise TypeError(f"anchor: expected a (y, x) pair of ints, got {anchor!r}")
     ay, ax = (kh // 2 if anchor[0] == -1 else int(anchor[0])), (kw // 2 if anchor[1] == -1 else int(anchor[1]))
     if not (0 <= ay < kh and 0 <= ax < kw):
-        raise ValueError(f"anchor: expected a point inside the {kh}x{kw} window (or -1), got {anchor!r}")
+        raise ValueError(f"anchor: expected a point inside the {kh}x{kw} window of ksize (or -1), got "
+                         f"{anchor!r}")
     return ay, ax
 
 

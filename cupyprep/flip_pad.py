@@ -204,12 +204,12 @@ def _pad(img, sides, border_mode, value, layout, out):
 def _fill(value, channels, dtype):
     """The constant border's values, one per channel, as float32s of stored pixels."""
     if channels > 4 and not isinstance(value, numbers.Real):
-        values = _validate.per_channel("value", value, channels, 0.0)
+        values = _validate.per_channel("value", value, channels, 0.0, "img")
         if len(set(values)) > 1:
             raise ValueError(f"value: expected one number for an image of {channels} channels "
                              f"(OpenCV takes per-channel values for at most 4), got {value!r}")
     # float16 images take OpenCV's route, double -> float -> half (the kernel rounds last)
-    return _validate.fill_values("value", value, channels, dtype, np.float32)
+    return _validate.fill_values("value", value, channels, dtype, np.float32, "img")
 
 
 def _launch(call, arr, dtype, geo, layout, out, sh, sw, off, s_y, s_x, sides, border_mode, fill):

@@ -91,7 +91,9 @@ def from_torch(t):
         Any dtype DLPack carries (bool included; bfloat16 for CUDA tensors where CuPy has
         it: CuPy takes bfloat16 from the ml_dtypes package, and without it this raises a
         ``TypeError`` saying so); a tensor that requires grad is detached (the result is
-        outside autograd).
+        outside autograd). Dense (strided) tensors only; one with a lazy conjugate or
+        negative bit (``t.conj()`` of a complex tensor) is refused: its memory does not hold
+        its values (pass ``t.resolve_conj()``, a copy).
 
     Returns
     -------
@@ -118,6 +120,7 @@ def from_torch(t):
 def _tensor_as_array(t, name):
     """:func:`from_torch` of the tensor ``t``, its errors naming the argument ``name``."""
     torch = _torch()
+    _arrays.check_tensor(t, name)
     t = t.detach()
     if t.device.type == "cpu":
         if t.dtype == torch.bfloat16:

@@ -178,13 +178,14 @@ def denormalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="C
     if not 1 <= c <= 4:
         raise ValueError(f"img: expected 1 to 4 channels in layout {layout!r}, got {c} "
                          f"({_arrays.describe(arr)})")
-    mean = _validate.per_channel("mean", mean, c, 0.0)
-    std = _validate.per_channel("std", std, c, 1.0)
+    mean = _validate.per_channel("mean", mean, c, 0.0, "img")
+    std = _validate.per_channel("std", std, c, 1.0, "img")
     if any(s == 0 for s in std):
         raise ValueError(f"std: expected non-zero values, got {std}")
     scale = _validate.number("scale", scale)
     if scale == 0:
         raise ValueError("scale: expected a non-zero number, got 0.0")
+    swap_rb = _validate.flag("swap_rb", swap_rb)
     if swap_rb and c >= 3:  # per output channel: the output's channel c came from 2 - c
         mean = mean[2::-1] + mean[3:]
         std = std[2::-1] + std[3:]

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _arrays, _kernels, _validate, cpu
 from ._launch import launch_1d
-from ._random import uniforms
+from ._random import check_seed, uniforms
 from ._specs import color as color_spec
 from ._specs import photometric as spec
 
@@ -85,6 +85,7 @@ def hsv_gain(batch, hgain=0.015, sgain=0.7, vgain=0.4, *, order="bgr", seed=None
     for k, v in zip(("hgain", "sgain", "vgain"), terms):
         if not v >= 0:
             raise ValueError(f"{k}: expected a non-negative number, got {v}")
+    check_seed(seed)
     n = arr.shape[0]
     with call.launch():
         u = uniforms(call, (n, 3), generator, seed)
@@ -165,6 +166,7 @@ def color_jitter(batch, brightness=0.0, contrast=0.0, saturation=0.0, hue=0.0, *
               _factor_range("saturation", saturation), _hue_range(hue)]
     neutral = (1.0, 1.0, 1.0, 0.0)
     enabled = sum(1 << k for k, r in enumerate(ranges) if r is not None)
+    check_seed(seed)
     n = arr.shape[0]
     if n >= 65536:
         raise ValueError(f"batch: expected fewer than 65536 images, got {_arrays.describe(arr)}")

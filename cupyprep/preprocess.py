@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import numbers
 
 import numpy as np
 
@@ -187,9 +186,7 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     if resize_size is not None:
         if mode != "center_crop":
             raise ValueError(f"resize_size: only used with mode='center_crop', got mode={mode!r}")
-        if not isinstance(resize_size, numbers.Integral) or isinstance(resize_size, bool) \
-                or resize_size <= 0:
-            raise ValueError(f"resize_size: expected a positive int, got {resize_size!r}")
+        resize_size = _validate.positive_int("resize_size", resize_size)
     if antialias is not False and antialias is not True:
         raise TypeError(f"antialias: expected True or False, got {antialias!r}")
     if antialias and interpolation not in ("linear", "cubic"):
@@ -223,11 +220,16 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     if given:
         _validate.units("preprocess", mean, std, given, scale, in_dtype, default_scale=1 / 255)
     swap_rb = _validate.flag("swap_rb", swap_rb) and c >= 3
-    pad = _validate.fill_values("pad_value", pad_value, c, in_dtype, in_dtype)
+    pad = _validate.fill_values("pad_value", pad_value, c, in_dtype, in_dtype, "images")
     if uniform:  # one geometry for the whole batch
         plans = np.tile(np.array(plan(geo.h, geo.w, (H, W), mode, resize_size), np.int64), (n, 1))
     else:
         plans = np.array([_plan(h, w, (H, W), mode, resize_size) for h, w in sizes], np.int64)
+    if n and plans[:, :2].max() >= 2**31:  # the kernels' int32 sizes
+        k = int(np.argmax(plans[:, :2].max(axis=1)))
+        raise ValueError(f"{'resize_size' if resize_size is not None else 'size'}: image {k} "
+                         f"({sizes[k][0]} x {sizes[k][1]}) would be resized to {plans[k, 0]} x "
+                         f"{plans[k, 1]}, expected sides below 2**31")
     meta = PreprocessMeta(
         orig_size=np.array(sizes, np.int64).reshape(n, 2),
         resized_size=plans[:, :2].copy(),

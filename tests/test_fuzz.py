@@ -12,9 +12,13 @@ every op, and a few ops on the emulated kernels. ``--hypothesis-profile=deep`` o
 """
 from __future__ import annotations
 
+import math
+import random
+import re
 import signal
 from dataclasses import dataclass, field
 
+import cv2
 import numpy as np
 import pytest
 
@@ -24,11 +28,13 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import cupyprep  # noqa: E402
+from cupyprep import cv2compat
+from cupyprep.cpu import without_ipp
 
 PROFILE_EXAMPLES = settings().max_examples
 DEEP = PROFILE_EXAMPLES > 200  # the "deep" profile (or one asked for on the command line)
 CPU_EXAMPLES = PROFILE_EXAMPLES if DEEP else 60
-EMULATED_EXAMPLES = 12
+EMULATED_EXAMPLES = 40
 CALL_SECONDS = 60  # a call that takes longer counts as a hang
 _FUZZ_DEVICE_BYTES = 4 << 30  # device memory a GPU fuzz test may hold
 
@@ -40,6 +46,8 @@ class Op:
     args: dict  # valid arguments (NumPy), by parameter name
     shape: object = None  # args -> the result's shape, where it follows from the arguments
     aliases: dict = field(default_factory=dict)  # parameter -> other names its errors may use
+    extra: dict = field(default_factory=dict)  # parameter -> bad values of its own kind, beside GARBAGE
+    out: str = "out"  # the output argument's name ("dst" in cv2compat)
 
 
 def _img(shape=(20, 30, 3), dtype=np.uint8, seed=0):
@@ -61,6 +69,9 @@ def _hwc_shape(a):
 
 QUAD = np.array([[0.0, 0.0], [40.0, 3.0], [38.0, 30.0], [2.0, 28.0]])
 _PRIORS = cupyprep.prior_boxes((32, 32), [[8, 16]], [8])
+# generators of the kinds the random ops may be given (a NumPy one is valid for NumPy input)
+_GENERATORS = [np.random.default_rng(0), np.random.RandomState(0), np.random.SeedSequence(0),
+               np.random.PCG64(0), random.Random(0)]
 
 OPS = [
     Op("resize", cupyprep.resize, {"img": _img(), "size": (12, 17), "interpolation": "linear",
@@ -125,14 +136,215 @@ OPS = [
        {"points": QUAD, "matrix": np.array([[1.0, 0.1, 2.0], [0.0, 0.9, 1.0]])}, lambda a: a["points"].shape),
     Op("random_affine", cupyprep.random_affine,
        {"batch": _img((2, 20, 30, 3)), "degrees": 10.0, "translate": (0.1, 0.1), "scale": (0.9, 1.1),
-        "shear": 0.0, "flip_p": 0.5, "seed": 3, "interpolation": "linear", "border_mode": "constant",
-        "border_value": 0, "out": None}, lambda a: a["batch"].shape),
+        "shear": 0.0, "flip_p": 0.5, "seed": 3, "generator": None, "interpolation": "linear",
+        "border_mode": "constant", "border_value": 0, "out": None}, lambda a: a["batch"].shape,
+       extra={"generator": _GENERATORS}),
     Op("align_faces", cupyprep.align_faces,
        {"images": _img((2, 40, 50, 3)), "landmarks": cupyprep.ARCFACE_112[None] * 0.3 + np.array([[[5.0, 6.0]]]),
         "image_index": np.array([1], np.int32), "size": (16, 16), "interpolation": "linear", "out": None}),
 ]
+
+
+def _hw_axes(img, layout):
+    """The (height, width) axes of ``img`` read in ``layout`` (image_layout's rule: 2-D is HW,
+    4-D a batch)."""
+    if img.ndim == 2:
+        return 0, 1
+    return (img.ndim - 3, img.ndim - 2) if layout in ("HWC", "NHWC") else (img.ndim - 2, img.ndim - 1)
+
+
+def _rotated_shape(img, turns, layout):
+    shape = list(img.shape)
+    if turns % 2:
+        y, x = _hw_axes(img, layout)
+        shape[y], shape[x] = shape[x], shape[y]
+    return tuple(shape)
+
+
+def _padded_shape(img, sides, layout):
+    top, bottom, left, right = sides
+    shape = list(img.shape)
+    y, x = _hw_axes(img, layout)
+    shape[y] += top + bottom
+    shape[x] += left + right
+    return tuple(shape)
+
+
+def _crop_shape(a):
+    img, k = a["img"], a["boxes"].shape[0]
+    return (k,) + tuple(a["size"]) + ((img.shape[-1],) if img.ndim in (3, 4) else ())
+
+
+def _cvt_shape(img, code):
+    if code.endswith("gray"):
+        return img.shape[:-1]
+    return img.shape[:-1] + (3,) if code not in ("bgr2rgb", "rgb2bgr") else img.shape
+
+
+def _denormalized_shape(a):
+    img, layout = a["img"], a["layout"]
+    if img.ndim == 2 or layout in ("HWC", "NHWC"):
+        return img.shape
+    return img.shape[:-3] + img.shape[-2:] + img.shape[-3:-2]
+
+
+def _dsize_shape(a):
+    """cv2compat: ``(width, height)`` to the result's shape."""
+    w, h = a["dsize"]
+    return (h, w) + tuple(a["src"].shape[2:])
+
+
+def _shown_shape(a):
+    batch, gap = a["batch"], a["gap"]
+    n = min(len(batch), a["max_images"])
+    h, w = batch.shape[2:] if a["layout"] == "NCHW" else batch.shape[1:3]
+    cols = a["columns"] or max(1, math.ceil(math.sqrt(n)))
+    rows = max(1, math.ceil(n / cols))
+    return rows * (h + gap) - gap, cols * (w + gap) - gap, 3
+
+
+def _encoded(ext, img):
+    ok, buf = cv2.imencode(ext, img)
+    assert ok
+    return buf.reshape(-1)
+
+
+_PNG = _encoded(".png", _img((9, 13, 3), seed=4)).tobytes()
+_JPEG = _encoded(".jpg", _img((16, 24, 3), seed=5))
+
+
+def cv_op(name, fn, args, shape=None, aliases=None):
+    """A cv2compat Op: OpenCV's argument names, ``dst`` the output; the cupyprep op it calls
+    names ``src`` img and ``dst`` out."""
+    return Op(name, fn, args, shape, {"src": ("img",), "dst": ("out",), **(aliases or {})}, out="dst")
+
+
+_ROTATE_TURNS = {0: 3, 1: 2, 2: 1}  # cv2.rotate's codes -> quarter turns counter-clockwise
+
+# the ops added after the first suite, then cupyprep.cv2compat's
+OPS += [
+    Op("resize_antialias", cupyprep.resize,
+       {"img": _img(), "size": (12, 17), "interpolation": "linear", "layout": "HWC", "antialias": True,
+        "out": None}, lambda a: _hwc_shape(a) if a["layout"] in ("HWC", "NHWC") else None),
+    Op("preprocess_antialias", cupyprep.preprocess,
+       {"images": _img((2, 20, 30, 3)), "size": (16, 16), "mode": "center_crop", "interpolation": "cubic",
+        "antialias": True, "resize_size": 18, "mean": (0.4, 0.5, 0.6), "std": (0.2, 0.2, 0.2),
+        "layout": "NCHW", "dtype": "float32", "out": None}),
+    Op("flip", cupyprep.flip, {"img": _img(), "direction": "horizontal", "layout": "HWC", "out": None},
+       lambda a: a["img"].shape),
+    Op("rotate90", cupyprep.rotate90, {"img": _img(), "k": 1, "layout": "HWC", "out": None},
+       lambda a: _rotated_shape(a["img"], a["k"], a["layout"])),
+    Op("pad", cupyprep.pad,
+       {"img": _img(), "padding": (1, 2, 3, 4), "border_mode": "reflect", "value": (1, 2, 3),
+        "layout": "HWC", "out": None},
+       lambda a: _padded_shape(a["img"], (a["padding"],) * 4 if isinstance(a["padding"], int)
+                               else a["padding"], a["layout"])),
+    Op("copy_make_border", cupyprep.copy_make_border,
+       {"img": _img(), "top": 2, "bottom": 0, "left": 1, "right": 3, "border_mode": "wrap", "value": 7,
+        "layout": "HWC", "out": None},
+       lambda a: _padded_shape(a["img"], (a["top"], a["bottom"], a["left"], a["right"]), a["layout"]),
+       {k: ("padding",) for k in ("top", "bottom", "left", "right")}),
+    Op("crop", cupyprep.crop,
+       {"img": _img((2, 20, 30, 3)), "boxes": np.concatenate([[[0], [1], [1]], _boxes(3) / 4], axis=1)
+        .astype(np.float32), "size": (6, 5), "interpolation": "linear", "out": None}, _crop_shape),
+    Op("cvt_color", cupyprep.cvt_color, {"img": _img(), "code": "bgr2hsv", "out": None},
+       lambda a: _cvt_shape(a["img"], a["code"])),
+    Op("denormalize", cupyprep.denormalize,
+       {"img": _img((3, 20, 30), np.float32) / 200, "mean": (0.4, 0.5, 0.6), "std": (0.2, 0.2, 0.2),
+        "scale": 1 / 255, "swap_rb": True, "layout": "CHW", "dtype": "uint8", "out": None},
+       _denormalized_shape),
+    Op("color_jitter", cupyprep.color_jitter,
+       {"batch": _img((2, 20, 30, 3)), "brightness": 0.4, "contrast": (0.5, 1.5), "saturation": 0.4,
+        "hue": 0.1, "order": "rgb", "layout": "NHWC", "seed": 3, "generator": None, "out": None},
+       lambda a: a["batch"].shape, extra={"generator": _GENERATORS}),
+    Op("hsv_gain", cupyprep.hsv_gain,
+       {"batch": _img((2, 20, 30, 3)), "hgain": 0.015, "sgain": 0.7, "vgain": 0.4, "order": "bgr", "seed": 3,
+        "generator": None, "out": None}, lambda a: a["batch"].shape, extra={"generator": _GENERATORS}),
+    Op("gaussian_blur", cupyprep.gaussian_blur,
+       {"img": _img(), "ksize": (5, 3), "sigma_x": 1.2, "sigma_y": 0.0, "border": "reflect101",
+        "layout": "HWC", "out": None}, lambda a: a["img"].shape),
+    Op("box_filter", cupyprep.box_filter,
+       {"img": _img(), "ksize": (3, 4), "normalize": True, "anchor": (1, 1), "border": "replicate",
+        "layout": "HWC", "out": None}, lambda a: a["img"].shape),
+    Op("decode", cupyprep.decode,
+       {"sources": [_PNG, _JPEG], "device": None, "like": None, "color": "bgr", "on_error": "raise"},
+       extra={"sources": [[b""], [_PNG[:40]], [_JPEG[:100]], [_PNG, None], [3], [np.zeros((2, 8), np.uint8)],
+                          [_JPEG.astype(np.float32)], [_JPEG[::-1]], [_JPEG[::2]], ["/nonexistent/x.png"],
+                          ["."], [""], [memoryview(_PNG)], [bytearray(_PNG)], [], iter([_PNG]),
+                          np.array([_PNG], dtype=object), (b"\xff\xd8\xff" + b"\x00" * 64,)]}),
+    # cv2compat: OpenCV's names; the ops it calls name their own (img, out, size, ...)
+    cv_op("cv2.resize", cv2compat.resize,
+          {"src": _img(), "dsize": (17, 12), "dst": None, "fx": 0, "fy": 0,
+           "interpolation": cv2compat.INTER_AREA},
+          lambda a: _dsize_shape(a) if tuple(a["dsize"]) != (0, 0) else None,
+          {"dsize": ("size",), "fx": ("dsize",), "fy": ("dsize",)}),
+    cv_op("cv2.cvtColor", cv2compat.cvtColor, {"src": _img(), "code": cv2compat.COLOR_BGR2YCrCb, "dst": None},
+          lambda a: a["src"].shape[:-1] + (3,)),
+    cv_op("cv2.warpAffine", cv2compat.warpAffine,
+          {"src": _img(), "M": np.array([[1.0, 0.1, 2.0], [0.0, 0.9, 1.0]]), "dsize": (17, 12), "dst": None,
+           "flags": cv2compat.INTER_CUBIC | cv2compat.WARP_INVERSE_MAP, "borderMode": cv2compat.BORDER_WRAP,
+           "borderValue": (1, 2, 3, 4)}, _dsize_shape,
+          {"M": ("matrix",), "dsize": ("size",), "borderValue": ("border_value",)}),
+    cv_op("cv2.warpPerspective", cv2compat.warpPerspective,
+          {"src": _img(), "M": np.array([[1.0, 0.1, 2.0], [0.0, 0.9, 1.0], [1e-3, 0.0, 1.0]]),
+           "dsize": (17, 12), "dst": None, "flags": cv2compat.INTER_LINEAR,
+           "borderMode": cv2compat.BORDER_CONSTANT,
+           "borderValue": 9}, _dsize_shape,
+          {"M": ("matrix",), "dsize": ("size",), "borderValue": ("border_value",)}),
+    cv_op("cv2.flip", cv2compat.flip, {"src": _img(), "flipCode": -1, "dst": None}, lambda a: a["src"].shape),
+    cv_op("cv2.rotate", cv2compat.rotate,
+          {"src": _img(), "rotateCode": cv2compat.ROTATE_90_CLOCKWISE, "dst": None},
+          lambda a: _rotated_shape(a["src"], _ROTATE_TURNS[a["rotateCode"]], "HWC")),
+    cv_op("cv2.copyMakeBorder", cv2compat.copyMakeBorder,
+          {"src": _img(), "top": 1, "bottom": 2, "left": 0, "right": 3,
+           "borderType": cv2compat.BORDER_REFLECT_101 | cv2compat.BORDER_ISOLATED, "dst": None,
+           "value": None},
+          lambda a: _padded_shape(a["src"], (a["top"], a["bottom"], a["left"], a["right"]), "HWC"),
+          {k: ("padding",) for k in ("top", "bottom", "left", "right")}),
+    cv_op("cv2.GaussianBlur", cv2compat.GaussianBlur,
+          {"src": _img(), "ksize": (3, 5), "sigmaX": 0.8, "dst": None, "sigmaY": 1.1,
+           "borderType": cv2compat.BORDER_REPLICATE}, lambda a: a["src"].shape,
+          {"sigmaX": ("sigma_x", "ksize"), "sigmaY": ("sigma_y", "ksize")}),
+    cv_op("cv2.blur", cv2compat.blur,
+          {"src": _img(), "ksize": (4, 3), "dst": None, "anchor": (-1, 0),
+           "borderType": cv2compat.BORDER_REFLECT},
+          lambda a: a["src"].shape),
+    cv_op("cv2.boxFilter", cv2compat.boxFilter,
+          {"src": _img(), "ddepth": -1, "ksize": (4, 3), "dst": None, "anchor": (2, 1), "normalize": False,
+           "borderType": cv2compat.BORDER_CONSTANT}, lambda a: a["src"].shape),
+]
+OPS.append(Op("show", cupyprep.show,
+              {"batch": _img((3, 3, 8, 10), np.float32) / 200, "boxes": _boxes(6).reshape(3, 2, 4) / 10,
+               "mean": (0.4, 0.5, 0.6), "std": (0.2, 0.2, 0.2), "scale": 1 / 255, "layout": "NCHW",
+               "channels": "rgb", "columns": 2, "max_images": 16, "gap": 4}, _shown_shape))
+try:
+    import torch
+except ImportError:  # the interop ops need torch
+    torch = None
+if torch is not None:
+    _T = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    OPS += [
+        Op("to_torch", cupyprep.to_torch, {"x": _img()}, lambda a: a["x"].shape),
+        Op("from_torch", cupyprep.from_torch, {"t": _T}, lambda a: tuple(a["t"].shape),
+           extra={"t": [_T.to(torch.bfloat16), _T[:, ::2], _T.permute(2, 0, 1), _T.to("meta"),
+                        _T.to(torch.complex64).conj(), torch.zeros(3, dtype=torch.complex64)._neg_view(),
+                        _T.to_sparse(), torch.zeros((), dtype=torch.float32), _T.expand(2, 2, 3, 4),
+                        _T.clone().requires_grad_(), torch.zeros(3, dtype=torch.uint16),
+                        torch.zeros(3, dtype=torch.float8_e4m3fn), torch.zeros(2, dtype=torch.bool),
+                        torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)]), _img()]}),
+    ]
+# Public callables not fuzzed here (test_every_public_op_is_fuzzed holds the list to this): warmup
+# (it takes kernel family names and compiles; it needs a GPU or the emulator, and every draw
+# would compile variants), stream, use_torch_allocator and release_graph_memory (they switch
+# process-wide state: streams, allocators), as_array (its ``name`` is the argument its errors
+# name, for the ops that call it), and the classes (Loader, the results and errors).
+NOT_FUZZED = {"warmup", "stream", "use_torch_allocator", "release_graph_memory", "as_array"}
+if torch is None:
+    NOT_FUZZED |= {"to_torch", "from_torch"}
 BY_NAME = {op.name: op for op in OPS}
-EMULATED = ("resize", "swap_rb", "normalize", "warp_affine", "nms", "box_iou")
+# a few ops on the emulated kernels in CI: one a kernel family, the newer families included
+EMULATED = ("resize", "swap_rb", "normalize", "warp_affine", "nms", "box_iou", "resize_antialias", "pad",
+            "crop", "gaussian_blur", "cvt_color", "color_jitter", "denormalize", "cv2.resize")
 
 # --- what replaces an argument ----------------------------------------------------------------
 NAN = float("nan")
@@ -192,9 +404,13 @@ def replacement(draw, op, name):
     kinds = ["garbage"]
     if isinstance(base, np.ndarray):
         kinds += ["array", "array", "array2", "torch"]
-    if name == "out":
+    if name == op.out:
         kinds += ["overlap", "fresh", "fresh_reversed"]
+    if name in op.extra:
+        kinds += ["extra", "extra"]
     kind = draw(st.sampled_from(kinds))
+    if kind == "extra":
+        return draw(st.sampled_from(op.extra[name]))
     if kind == "garbage":
         return draw(st.sampled_from(GARBAGE))
     if kind in ("array", "array2"):
@@ -256,7 +472,8 @@ def check_call(op, args, replaced, convert=lambda a: a):
         names = [n for r in replaced for n in (r, *op.aliases.get(r, ()))]
         if len({_kind(v) for v in call_args.values()} - {None}) > 1:
             names += list(op.args)  # mixed kinds or devices: the error may name either side
-        assert any(n in message for n in names), \
+        # a name counts as a word of the message: one-letter names (t, x, k, M) are in any text
+        assert any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", message) for n in names), \
             f"{op.name}: {type(exc).__name__} names none of {replaced}: {message}"
         return "refused"
     except MemoryError as exc:
@@ -290,7 +507,7 @@ def _arrays_of(result):
 
 
 def _check_result(op, args, call_args, result):
-    out = call_args.get("out")
+    out = call_args.get(op.out)
     if out is not None:
         main = result[0] if isinstance(result, tuple) else result
         assert main is out, f"{op.name}: out= given but another array returned"
@@ -298,13 +515,14 @@ def _check_result(op, args, call_args, result):
         if a is None or isinstance(a, (int, float, np.generic, str)) or not hasattr(a, "shape"):
             continue
         assert all(int(s) >= 0 for s in a.shape)
-    if op.shape is not None and not isinstance(result, tuple):
+    if op.shape is not None:
+        main = result[0] if isinstance(result, tuple) else result  # (result, what was drawn)
         try:
             want = op.shape(args)
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):
             want = None
         if want is not None:
-            assert tuple(result.shape) == tuple(want), f"{op.name}: shape {tuple(result.shape)}, expected {want}"
+            assert tuple(main.shape) == tuple(want), f"{op.name}: shape {tuple(main.shape)}, expected {want}"
 
 
 def _fuzz_settings(n):
@@ -327,6 +545,17 @@ def test_fuzz_cpu_backend(name):
 
     run()
     assert sum(seen.values()) >= min(CPU_EXAMPLES, 20)
+
+
+def test_every_public_op_is_fuzzed():
+    """Every public function of cupyprep and cupyprep.cv2compat is an Op here, or one of
+    NOT_FUZZED (whose comment says why)."""
+    fuzzed = {op.fn for op in OPS}
+    for module in (cupyprep, cv2compat):
+        for name in module.__all__:
+            fn = getattr(module, name)
+            if callable(fn) and not isinstance(fn, type) and name not in NOT_FUZZED:
+                assert fn in fuzzed, f"{module.__name__}.{name} is not fuzzed (add an Op, or to NOT_FUZZED)"
 
 
 def test_the_valid_calls_run():
@@ -454,15 +683,135 @@ FOUND = [
      ValueError, "top_k"),
     # the error named mean for an image of the wrong channel count
     (lambda: cupyprep.normalize(_IMG[..., :2], (0.4, 0.5, 0.6)), ValueError, "img"),
+    # --- the ops added later, and cv2compat ---
+    # the same for the per-channel values of pad, denormalize, the warps and preprocess
+    (lambda: cupyprep.pad(_IMG[..., :1], 2, value=(1, 2, 3)), ValueError, "img"),
+    (lambda: cupyprep.denormalize(_IMG[..., :2].astype(np.float32), (0.4, 0.5, 0.6), layout="HWC"),
+     ValueError, "img"),
+    (lambda: cupyprep.warp_affine(_IMG[..., :2], np.eye(2, 3), (8, 8), border_value=(1, 2, 3)), ValueError,
+     "img"),
+    (lambda: cupyprep.preprocess(_IMG[..., :1], (8, 8), pad_value=(1, 2, 3)), ValueError, "images"),
+    # crop's image indexes past an empty batch: the error said only "boxes"
+    (lambda: cupyprep.crop(_img((0, 8, 8, 3)), [[0, 1, 1, 4, 4]], (4, 4)), ValueError, "img"),
+    # code, border, color, device compared with == first: an array raised "truth value ... ambiguous"
+    (lambda: cupyprep.cvt_color(_IMG, np.zeros(3)), TypeError, "code"),
+    (lambda: cupyprep.gaussian_blur(_IMG, 3, 1.0, border=np.zeros(3)), ValueError, "border"),
+    (lambda: cupyprep.decode([_PNG], color=np.zeros(3)), ValueError, "color"),
+    (lambda: cupyprep.decode([_PNG], device=np.zeros(3)), ValueError, "device"),
+    # seeds and generators went to NumPy unchecked: SeedSequence's errors, an AttributeError
+    (lambda: cupyprep.color_jitter(_img((2, 8, 8, 3)), 0.4, seed="x"), TypeError, "seed"),
+    (lambda: cupyprep.hsv_gain(_img((2, 8, 8, 3)), seed=-1), ValueError, "seed"),
+    (lambda: cupyprep.hsv_gain(_img((2, 8, 8, 3)), seed=np.array(1.5)), TypeError, "seed"),
+    (lambda: cupyprep.random_affine(_img((2, 8, 8, 3)), seed=2**64), ValueError, "seed"),
+    (lambda: cupyprep.color_jitter(_img((2, 8, 8, 3)), 0.4, generator=random.Random(0)), TypeError,
+     "generator"),
+    (lambda: cupyprep.random_affine(_img((2, 8, 8, 3)), generator=np.random.SeedSequence(0)), TypeError,
+     "generator"),
+    # an empty list of images gave an empty list (out=() returned another object)
+    (lambda: cupyprep.box_filter([], 3), ValueError, "img"),
+    (lambda: cupyprep.gaussian_blur((), 3, 1.0, out=()), ValueError, "img"),
+    # the anchor outside a window made smaller: the error did not say ksize
+    (lambda: cupyprep.box_filter(_IMG, 1, anchor=(1, 1)), ValueError, "ksize"),
+    # sizes past int32 reached OpenCV ("Can't parse 'ksize'") or the kernels' int32 arguments
+    (lambda: cupyprep.box_filter(_IMG, (2**40, 3)), ValueError, "ksize"),
+    (lambda: cupyprep.gaussian_blur(_IMG, 0, 1e300), ValueError, "ksize"),
+    (lambda: cupyprep.preprocess(_IMG, (8, 8), mode="center_crop", resize_size=2**63), ValueError,
+     "resize_size"),
+    (lambda: cupyprep.preprocess(_IMG, (8, 8), mode="center_crop", resize_size=2**31 - 1), ValueError,
+     "resize_size"),
+    # OpenCV's own out-of-memory error (a cv2.error) where the CPU backend resizes before cropping
+    (lambda: cupyprep.preprocess(_IMG, (8, 8), mode="center_crop", resize_size=2**20), MemoryError,
+     "allocate"),
+    # swap_rb went through `and`: an array raised "truth value ... ambiguous"
+    (lambda: cupyprep.denormalize(_img((3, 8, 8), np.float32), swap_rb=np.zeros(3)), TypeError, "swap_rb"),
+    # no priors: "cannot reshape array of size 0" (the landmark count taken as -1)
+    (lambda: cupyprep.decode_landmarks(np.zeros((0, 10), np.float32), np.zeros((0, 4), np.float32)).shape,
+     None, (0, 5, 2)),
+    # show: arguments used unchecked (slices, comparisons, np.full of negative sizes, float())
+    (lambda: cupyprep.show(_img((2, 3, 8, 8), np.float32), max_images="x"), ValueError, "max_images"),
+    (lambda: cupyprep.show(_img((2, 3, 8, 8), np.float32), columns=-1), ValueError, "columns"),
+    (lambda: cupyprep.show(_img((2, 3, 8, 8), np.float32), gap=0.5), ValueError, "gap"),
+    (lambda: cupyprep.show(_img((2, 3, 8, 8), np.float32), mean="x"), TypeError, "mean"),
+    (lambda: cupyprep.show(_img((2, 1, 8, 8), np.float32), std=(1, 2, 3)), ValueError, "batch"),
+    (lambda: cupyprep.show(_img((2, 3, 8, 8), np.float32), boxes=float("inf")), TypeError, "boxes"),
+    (lambda: cupyprep.show(_img((2, 3, 8, 8), np.float32), boxes=[[[NAN] * 4], [[0, 0, 1, 1]]]), ValueError,
+     "boxes[0]"),
+    (lambda: cupyprep.show("x"), TypeError, "batch"),
+    (lambda: cupyprep.show(_img((2, 3, 8, 8), np.float32), layout=np.zeros(3)), ValueError, "layout"),
+    # cv2compat: flags looked up in dicts (unhashable lists and arrays), `&` of non-ints, len() of
+    # numbers, OpenCV's own errors where cv2.resize took the arguments unchecked
+    (lambda: cv2compat.resize(_IMG, [[8, 16]]), TypeError, "dsize"),
+    (lambda: cv2compat.resize(_IMG, None, fx=0.0, fy=1.0), ValueError, "fx"),
+    (lambda: cv2compat.resize(_IMG, None, fx=1e-3, fy=1e-3), ValueError, "fx"),
+    (lambda: cv2compat.resize(_IMG, (4, 4), interpolation=[1]), TypeError, "interpolation"),
+    (lambda: cv2compat.resize(_IMG.astype(bool), (4, 4)), TypeError, "src"),
+    (lambda: cv2compat.cvtColor(_IMG, [1, 2, 3]), TypeError, "code"),
+    (lambda: cv2compat.warpAffine(_IMG, np.eye(2, 3), (8, 8), flags="x"), TypeError, "flags"),
+    (lambda: cv2compat.warpAffine(_IMG, np.eye(2, 3), 8), TypeError, "dsize"),
+    (lambda: cv2compat.warpPerspective(_IMG, np.eye(3), (8, 8), borderMode=[1]), TypeError, "borderMode"),
+    (lambda: cv2compat.warpAffine(_IMG, np.eye(2, 3), (8, 8), borderValue="x"), TypeError, "borderValue"),
+    (lambda: cv2compat.warpAffine(_IMG, np.eye(2, 3), (8, 8), borderValue=(1, 2, 3, 4, 5)), ValueError,
+     "borderValue"),
+    (lambda: cv2compat.rotate(_IMG, [0]), TypeError, "rotateCode"),
+    (lambda: cv2compat.copyMakeBorder(_IMG, 1, 1, 1, 1, 0, value=object()), TypeError, "value"),
+    (lambda: cv2compat.GaussianBlur(_IMG, (3, 3), 1.0, borderType=np.zeros(2)), TypeError, "borderType"),
+    (lambda: cv2compat.boxFilter(_IMG, np.zeros(2), (3, 3)), TypeError, "ddepth"),
+    (lambda: cv2compat.boxFilter(_IMG, -1, (3, 3), normalize=np.zeros(2)), TypeError, "normalize"),
 ]
+if torch is not None:
+    _TT = torch.zeros((8, 9, 3))
+    FOUND += [
+        # tensors NumPy / CuPy cannot view: torch's RuntimeError or a TypeError naming no argument
+        (lambda: cupyprep.from_torch(_TT.to(torch.complex64).conj()), ValueError,
+         "t: a tensor with its conj"),
+        (lambda: cupyprep.from_torch(_TT.to_sparse()), TypeError, "t: expected a dense"),
+        (lambda: cupyprep.from_torch(_TT.to(torch.float8_e4m3fn)), TypeError, "t: expected a dtype"),
+        (lambda: cupyprep.from_torch(torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)])), TypeError,
+         "t: expected a dense"),
+        (lambda: cupyprep.resize(_TT._neg_view(), (4, 4)), ValueError, "img"),
+        (lambda: cupyprep.flip(_TT.to_sparse()), TypeError, "img"),
+    ]
 
 
 @pytest.mark.parametrize("case", range(len(FOUND)))
 def test_found_by_fuzzing(case):
+    """Each case raises ``exc`` naming ``word`` (or, with ``exc`` None, returns ``word``)."""
     call, exc, word = FOUND[case]
+    if exc is None:
+        assert call() == word
+        return
     with pytest.raises(exc) as info:
         call()
     assert word in str(info.value), str(info.value)
+
+
+def test_found_cv2compat_resize_keeps_opencvs_step_on_every_side():
+    """cv2compat.resize's NumPy side called cv2.resize with the arguments unchecked (and an
+    HxWx1 image lost its axis there, not on the kernels): now both sides take the same
+    checked arguments; with fx / fy the step stays OpenCV's 1 / fx."""
+    img = _img((9, 13, 3))
+    for f, interp in ((0.3, cv2compat.INTER_NEAREST), (0.7, cv2compat.INTER_LINEAR),
+                      (0.5, cv2compat.INTER_AREA), (1.7, cv2compat.INTER_CUBIC)):
+        with without_ipp(cv2):  # OpenCV's own code (IPP's uint8 cubic differs by 1)
+            want = cv2.resize(img, None, fx=f, fy=f / 2 + 0.2, interpolation=interp)
+        got = cv2compat.resize(img, None, fx=f, fy=f / 2 + 0.2, interpolation=interp)
+        np.testing.assert_array_equal(got, want)
+    assert cv2compat.resize(img[..., :1], (5, 4)).shape == (4, 5, 1)
+    wide = _img((9, 13, 6))
+    got = cv2compat.resize(wide, (0, 0), fx=0.6, fy=0.6, interpolation=cv2compat.INTER_AREA)
+    with without_ipp(cv2):
+        want = cv2.resize(wide[..., 4], None, fx=0.6, fy=0.6, interpolation=cv2compat.INTER_AREA)
+    np.testing.assert_array_equal(got[..., 4], want)
+
+
+def test_found_rotate90_of_more_than_4_channels():
+    """cv2.rotate transposes pixels of some sizes only (5 uint8 channels: an assertion):
+    the CPU backend turns such images plane by plane."""
+    img = _img((5, 7, 5))
+    for k in range(4):
+        np.testing.assert_array_equal(cupyprep.rotate90(img, k), np.rot90(img, k))
+    batch = _img((2, 5, 7, 9), np.float32)
+    np.testing.assert_array_equal(cupyprep.rotate90(batch, 3, layout="NHWC"), np.rot90(batch, 3, axes=(1, 2)))
 
 
 @pytest.mark.emulated

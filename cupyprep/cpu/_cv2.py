@@ -25,10 +25,17 @@ def without_ipp(cv2):
 
     The CPU backend makes every OpenCV call inside this: the kernels reproduce OpenCV's own
     arithmetic, and IPP rounds otherwise (float32 / uint16 linear and cubic resizes, uint8
-    cubic, float32 color conversions, some warps); docs/exactness.md gives the figures."""
+    cubic, float32 color conversions, some warps); docs/exactness.md gives the figures.
+
+    OpenCV's own out-of-memory error (``cv2.error`` with ``StsNoMem``) comes out as a
+    MemoryError, as NumPy's and the kernels' do."""
     before = cv2.ipp.useIPP()
     cv2.ipp.setUseIPP(False)
     try:
         yield
+    except cv2.error as exc:
+        if getattr(exc, "code", None) == cv2.Error.StsNoMem:
+            raise MemoryError(f"OpenCV could not allocate an output: {exc}") from exc
+        raise
     finally:
         cv2.ipp.setUseIPP(before)

@@ -449,7 +449,7 @@ def decode_landmarks(pre, priors, variances):
     v0 = F32(variances[0])
     l = np.asarray(pre).astype(F32)
     p = np.asarray(priors).astype(F32, copy=False)
-    pts = l.reshape(l.shape[:-1] + (-1, 2))
+    pts = l.reshape(l.shape[:-1] + (l.shape[-1] // 2, 2))  # (not -1: P may be 0)
     with np.errstate(over="ignore", invalid="ignore"):
         return p[:, None, :2] + (pts * v0) * p[:, None, 2:]
 

@@ -14,20 +14,24 @@ _CV2_BORDER = {"constant": "BORDER_CONSTANT", "replicate": "BORDER_REPLICATE",
                "wrap": "BORDER_WRAP"}
 
 
-def _planes(img, geometry, shape, fn):
-    """``fn`` on every HW / HWC image of ``img`` (and every plane of a channel-first one),
-    into a new array of ``shape``; ``fn(image, channel)`` gets the plane's channel index
-    (None for an HWC image)."""
+def _planes(img, geometry, shape, fn, max_channels=None):
+    """``fn`` on every HW / HWC image of ``img`` (and every plane of a channel-first one, or
+    of an HWC one with more than ``max_channels``), into a new array of ``shape``;
+    ``fn(image, channel)`` gets the plane's channel index (None for an HWC image)."""
     out = np.empty(shape, img.dtype)
     if not geometry.has_channels:
         out[...] = fn(img, None)
         return out
     images = img if geometry.batched else img[None]
     dst = out if geometry.batched else out[None]
+    whole = geometry.channels_last and (max_channels is None or geometry.c <= max_channels)
     for n in range(images.shape[0]):
-        if geometry.channels_last:
+        if whole:
             res = fn(images[n], None)
             dst[n] = res.reshape(dst[n].shape)  # OpenCV returns one channel as HW
+        elif geometry.channels_last:
+            for c in range(geometry.c):
+                dst[n, ..., c] = fn(images[n, ..., c], c)
         else:
             for c in range(geometry.c):
                 dst[n, c] = fn(images[n, c], c)
@@ -48,8 +52,10 @@ def rotate90(img, k, geometry):
         return img.copy()
     h, w = (geometry.h, geometry.w) if k == 2 else (geometry.w, geometry.h)
     code = getattr(cv2, _ROTATE_CODE[k])
+    # cv2.rotate transposes pixels of 1, 2, 3, 4, 6, 8, 12, 16, 24 or 32 bytes only: more
+    # than 4 channels go plane by plane
     return _planes(img, geometry, geometry.shape(h, w),
-                   lambda a, _: cv2.rotate(np.ascontiguousarray(a), code))
+                   lambda a, _: cv2.rotate(np.ascontiguousarray(a), code), max_channels=4)
 
 
 def pad(img, sides, border_mode, value, geometry):

@@ -9,52 +9,60 @@ _CV2_INTERPOLATION = {"nearest": "INTER_NEAREST", "linear": "INTER_LINEAR",
                       "area": "INTER_AREA", "cubic": "INTER_CUBIC"}
 
 
-def _two_by_two_cells(src_hw, dst_hw, flag):
+def _two_by_two_cells(src_hw, dst_hw, flag, inv_scale=None):
     """Whether cv2.resize averages 2x2 cells: INTER_AREA or INTER_LINEAR with a step of
-    exactly 2 on both axes (OpenCV's step: 1 / (dst / src) in double)."""
+    exactly 2 on both axes (OpenCV's step: 1 / (dst / src) in double, or 1 / (fy, fx))."""
     cv2 = cv2_module()
-    steps = [1.0 / (d / s) for s, d in zip(src_hw, dst_hw)]
+    if inv_scale is None:
+        inv_scale = [d / s for s, d in zip(src_hw, dst_hw)]
+    steps = [1.0 / v for v in inv_scale]
     return flag in (cv2.INTER_AREA, cv2.INTER_LINEAR) and steps == [2.0, 2.0]
 
 
-def _resize_hwc(img, size, flag):
+def _resize_hwc(img, size, flag, inv_scale=None):
     cv2 = cv2_module()
     h, w = size
     src = img
     if img.dtype == np.float16:
         # OpenCV has no float16 resize: compute in float32 and round once, as the kernels do
         src = img.astype(np.float32)
-    if src.ndim == 3 and src.shape[2] > 4 and not _two_by_two_cells(src.shape[:2], size, flag):
+    if src.ndim == 3 and src.shape[2] > 4 and not _two_by_two_cells(src.shape[:2], size, flag, inv_scale):
         # keep every call within the channel counts all OpenCV interpolations take (its
         # weighted area asserts more than 4); 2x2 cell means round by the pixel's channel
         # count (ties to even above 4, up for one plane), so those take the whole image
-        planes = [_resize_hwc(src[:, :, c], size, flag) for c in range(src.shape[2])]
+        planes = [_resize_hwc(src[:, :, c], size, flag, inv_scale) for c in range(src.shape[2])]
         res = np.stack(planes, axis=2)
     else:
         # IPP off: see without_ipp (stock cv2 differs by up to 1 for uint8 cubic)
         with without_ipp(cv2):
-            res = cv2.resize(np.ascontiguousarray(src), (w, h), interpolation=flag)
+            if inv_scale is None:
+                res = cv2.resize(np.ascontiguousarray(src), (w, h), interpolation=flag)
+            else:  # OpenCV's step from the factors (its size from them is ``size``)
+                fy, fx = inv_scale
+                res = cv2.resize(np.ascontiguousarray(src), None, fx=fx, fy=fy, interpolation=flag)
         if src.ndim == 3 and res.ndim == 2:
             res = res[:, :, None]
     return res.astype(img.dtype, copy=False)
 
 
-def resize(img, size, interpolation, geometry):
-    """``img`` as read by ``cupyprep._validate.image_layout`` into ``geometry``."""
+def resize(img, size, interpolation, geometry, inv_scale=None):
+    """``img`` as read by ``cupyprep._validate.image_layout`` into ``geometry``; with
+    ``inv_scale`` ``(fy, fx)`` OpenCV's step is ``1 / fx`` (``cv2.resize(img, None, fx=fx,
+    fy=fy)``, whose size is ``size``)."""
     flag = getattr(cv2_module(), _CV2_INTERPOLATION[interpolation])
     h, w = size
     out = np.empty(geometry.shape(h, w), img.dtype)
     if not geometry.has_channels:
-        out[...] = _resize_hwc(img, size, flag)
+        out[...] = _resize_hwc(img, size, flag, inv_scale)
         return out
     images = img if geometry.batched else img[None]
     dst = out if geometry.batched else out[None]
     for n in range(images.shape[0]):
         if geometry.channels_last:
-            dst[n] = _resize_hwc(images[n], size, flag)
+            dst[n] = _resize_hwc(images[n], size, flag, inv_scale)
         else:
             for c in range(geometry.c):
-                dst[n, c] = _resize_hwc(images[n, c], size, flag)
+                dst[n, c] = _resize_hwc(images[n, c], size, flag, inv_scale)
     return out
 
 
