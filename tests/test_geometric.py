@@ -570,3 +570,26 @@ def test_gpu_random_sizes_against_cpu(dtype):
                 part = cupy.asarray(np.ascontiguousarray(img[y1:y2, x1:x2]))
                 np.testing.assert_array_equal(got[k], cupyprep.resize(part, size, interpolation=mode).get())
             assert_matches_opencv(got, ref, mode)
+
+
+@pytest.mark.gpu
+def test_gpu_byte_kernels_on_full_frames(launched):
+    """1080p frames on the byte kernels, contiguous and read from inside wider rows (every
+    row at another alignment), equal the CPU backend."""
+    import cupy
+
+    rng = np.random.default_rng(18)
+    frames = rng.integers(0, 256, (2, 1080, 1920, 3), np.uint8)
+    wide = cupy.asarray(rng.integers(0, 256, (2, 1080, 1925, 3), np.uint8))
+    wide[:, :, 1:1921] = cupy.asarray(frames)
+    calls = [(lambda a, d=d: cupyprep.flip(a, d)) for d in FLIP_CODES]
+    calls += [(lambda a, k=k: cupyprep.rotate90(a, k)) for k in (1, 2, 3)]
+    calls += [lambda a: cupyprep.pad(a, 32, value=114),
+              lambda a: cupyprep.pad(a, 32, border_mode="reflect101"),
+              lambda a: cupyprep.pad(a, (3, 0, 1, 2), border_mode="wrap")]
+    for fn in calls:
+        ref = fn(frames)
+        for src in (cupy.asarray(frames), wide[:, :, 1:1921]):
+            del launched[:]
+            np.testing.assert_array_equal(fn(src).get(), ref)
+            assert all(any(k in e for k in BYTE_KERNELS) for _, e in launched), launched
