@@ -304,13 +304,13 @@ def _launch_bytes(plan, arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides
     if plan.kernel == "rows":
         words = _fill_pattern(fill, cpx, dtype)
         fn = _kernels.get_function(spec.FILE, spec.SPEC.rows_expr())
-        launch_3d(fn, planes, dh, (dw * px + 15) // 16, common + (
+        launch_3d(fn, planes, dh, (dw * px + 31) // 32, common + (
             i32(sh), i32(sw), i32(dh), i32(dw), i32(px), i64(off * es), i64(s_n * es),
             i64(s_g), i64(s_y * es), i64(d_n * es), i64(d_g), i64(d_y * es), i32(top),
             i32(left), i32(BORDER_MODES.index(border_mode)), *(np.uint32(w) for w in words),
             i32(planes)), block_x=spec.ROWS_BLOCK)
     elif plan.kernel == "mirror":
-        run = px // math.gcd(px, 16) * 16
+        run = max(px // math.gcd(px, 16) * 16, 32)  # kernels/flip_pad.cu RUN
         fn = _kernels.get_function(spec.FILE, spec.SPEC.mirror_expr(px))
         first = off - (sw - 1) * cpx  # the row's lowest pixel
         launch_3d(fn, planes, sh, (sw * px + run - 1) // run, common + (

@@ -130,30 +130,42 @@ __device__ __forceinline__ unsigned pattern_byte(uint4 f, int e) {
     return (w >> (8 * (e & 3))) & 0xffu;
 }
 
-// Where byte o of a padded row comes from: its pixel's source pixel (border_index of the
-// pixel; -1 for the constant border or a constant row, `row` null) and byte in the pixel.
+// The source pixel of output pixel x of a padded row (left border pixels, then the row):
+// border_index, out of line, since the unrolled byte loops below call it once a byte.
+__device__ __noinline__ int border_source(int x, int left, int sw, int border) {
+    return cp::border_index(x - left, sw, border);
+}
+
+// The bytes of a padded row: each output pixel's source pixel (border_source; -1 for the
+// constant border or a constant row, `row` null) and its bytes, or the fill pattern's.
 struct PaddedRow {
     const u8* row;  // the source row, or null where the whole row is the constant border
     int px, sw, left, border;
     uint4 fill;
 
     __device__ __forceinline__ int source(int x) const {
-        return row ? cp::border_index(x - left, sw, border) : -1;
+        return row ? border_source(x, left, sw, border) : -1;
     }
     __device__ __forceinline__ unsigned byte(int sx, int e) const {
         return sx < 0 ? pattern_byte(fill, e & 15) : row[sx * px + e];
     }
-    // 16 bytes from row offset o, one pixel division for them all
-    __device__ __forceinline__ void bytes16(int o, unsigned (&v)[4]) const {
-        int x = o / px, e = o - x * px;
-        int sx = source(x);
+    // the 16 bytes from row offset o: where each comes from first (the source byte, or
+    // -1 - the fill pattern's byte; one division for them all), then their loads at once
+    __device__ __forceinline__ void bytes16(int o, unsigned* v) const {
+        int x = o / px, e = o - x * px, sx = source(x);
+        int from[16];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            from[j] = sx < 0 ? -1 - (e & 15) : sx * px + e;
+            if (++e == px) e = 0, sx = source(++x);
+        }
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             unsigned word = 0;
-#pragma unroll 1
+#pragma unroll
             for (int b = 0; b < 4; ++b) {
-                word |= byte(sx, e) << (8 * b);
-                if (++e == px) e = 0, sx = source(++x);
+                const int f = from[4 * i + b];
+                word |= (f < 0 ? pattern_byte(fill, -1 - f) : row[f]) << (8 * b);
             }
             v[i] = word;
         }
@@ -166,7 +178,7 @@ struct PaddedRow {
 // the constant border) with `left` pixels of border before it and the rest after, as
 // cupyprep_copy_border makes it; no flip. Pad, a vertical flip (a negative s_y) and a copy.
 // The fill pattern f0..f3 is the constant border's pixel as stored, repeated to 16 bytes.
-// Each thread makes one aligned 16-byte piece of a row; grid: x along the row, a row per
+// Each thread makes an aligned 32-byte piece of a row; grid: x along the row, a row per
 // blockIdx.y, a plane per blockIdx.z, loops past the grid's limits.
 __global__ void cupyprep_copy_rows(const void* __restrict__ src, void* __restrict__ dst,
                                    int groups, int sh, int sw, int dh, int dw, int px,
@@ -174,6 +186,7 @@ __global__ void cupyprep_copy_rows(const void* __restrict__ src, void* __restric
                                    cp::i64 d_n, cp::i64 d_g, cp::i64 d_y, int top, int left,
                                    int border, unsigned f0, unsigned f1, unsigned f2,
                                    unsigned f3, int planes) {
+    constexpr int NV = 2, PIECE = 16 * NV;  // 32 bytes a thread: two vectors in flight
     const int row_bytes = dw * px, left_bytes = left * px, src_bytes = sw * px;
     for (int plane = blockIdx.z; plane < planes; plane += gridDim.z) {
         const int n = plane / groups, g = plane - n * groups;
@@ -187,23 +200,26 @@ __global__ void cupyprep_copy_rows(const void* __restrict__ src, void* __restric
             // the row's bytes: a ragged head up to the first 16-byte boundary, whole pieces,
             // a ragged tail
             const int head = min((int)((16u - (unsigned)((fp::u64)q & 15u)) & 15u), row_bytes);
-            const int pieces = (row_bytes - head) >> 4, tail = row_bytes - head - 16 * pieces;
+            const int pieces = (row_bytes - head) / PIECE, tail = row_bytes - head - PIECE * pieces;
             for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < pieces;
                  i += gridDim.x * blockDim.x) {
-                const int o = head + 16 * i;
-                unsigned v[4];
+                const int o = head + PIECE * i;
+                unsigned v[4 * NV];
                 bool copied = false;  // a piece of the source row, its vectors inside the row
-                if (pr.row && o >= left_bytes && o + 16 <= left_bytes + src_bytes) {
+                if (pr.row && o >= left_bytes && o + PIECE <= left_bytes + src_bytes) {
                     const fp::u8* s = pr.row + (o - left_bytes);
-                    copied = fp::vectors_inside<1>(s, pr.row, pr.row + src_bytes);
-                    if (copied) fp::load_vectors<1>(s, v);
+                    copied = fp::vectors_inside<NV>(s, pr.row, pr.row + src_bytes);
+                    if (copied) fp::load_vectors<NV>(s, v);
                 }
-                if (!copied) pr.bytes16(o, v);
-                fp::store_vectors<1>(q + o, v);
+                if (!copied) {
+#pragma unroll
+                    for (int h = 0; h < NV; ++h) pr.bytes16(o + 16 * h, v + 4 * h);
+                }
+                fp::store_vectors<NV>(q + o, v);
             }
             if (blockIdx.x == 0) {
                 for (int b = threadIdx.x; b < head + tail; b += blockDim.x) {
-                    const int o = b < head ? b : b + 16 * pieces;
+                    const int o = b < head ? b : b + PIECE * pieces;
                     const int x = o / px;
                     q[o] = (fp::u8)pr.byte(pr.source(x), o - x * px);
                 }
@@ -218,14 +234,17 @@ __host__ __device__ constexpr int gcd(int a, int b) { return b == 0 ? a : gcd(b,
 
 // Mirrored rows: output pixel x of a row is source pixel w - 1 - x (a horizontal flip; a
 // half turn with a negative s_y). `src` + s_off is the source row's lowest pixel. A thread
-// makes a run of whole pixels filling 16 or 48 aligned bytes (lcm(PX, 16)): it loads the
-// mirrored run as 16-byte vectors, reverses the pixels' order in registers and stores it.
+// makes a run of whole pixels filling 32 or 48 aligned bytes (lcm(PX, 16), at least 32):
+// it loads the mirrored run as 16-byte vectors, reverses the pixels' order in registers
+// and stores it.
 template <int PX>
 __global__ void cupyprep_mirror_rows(const void* __restrict__ src, void* __restrict__ dst,
                                      int groups, int h, int w, cp::i64 s_off, cp::i64 s_n,
                                      cp::i64 s_g, cp::i64 s_y, cp::i64 d_n, cp::i64 d_g,
                                      cp::i64 d_y, int planes) {
-    constexpr int RUN = PX / fp::gcd(PX, 16) * 16, NV = RUN / 16, G = RUN / PX;
+    // a run: the fewest whole pixels that fill 16-byte vectors, and at least two of those
+    constexpr int LCM = PX / fp::gcd(PX, 16) * 16, RUN = LCM == 16 ? 32 : LCM;
+    constexpr int NV = RUN / 16, G = RUN / PX;
     const int row_bytes = w * PX;
     for (int plane = blockIdx.z; plane < planes; plane += gridDim.z) {
         const int n = plane / groups, g = plane - n * groups;
@@ -239,7 +258,7 @@ __global__ void cupyprep_mirror_rows(const void* __restrict__ src, void* __restr
             const int to16 = (int)((16u - (unsigned)((fp::u64)q & 15u)) & 15u);
             int head = row_bytes;
 #pragma unroll
-            for (int m = NV - 1; m >= 0; --m)
+            for (int m = LCM / 16 - 1; m >= 0; --m)
                 if ((to16 + 16 * m) % PX == 0) head = to16 + 16 * m;
             head = min(head, row_bytes);
             const int runs = (row_bytes - head) / RUN, tail = row_bytes - head - RUN * runs;
@@ -282,12 +301,12 @@ __global__ void cupyprep_mirror_rows(const void* __restrict__ src, void* __restr
 
 // Quarter turns (any view whose pixels are adjacent down its columns): output pixel (i, j)
 // of a plane is view pixel (i, j), at src + s_off + i * dir * PX + j * s_j bytes (dir = +1
-// or -1). A block moves a tile of TILE x TILE pixels through shared memory: it reads the
+// or -1). A block moves a tile of S x S pixels through shared memory: it reads the
 // tile's view columns (each a run of source bytes) in coalesced words, then writes the
 // output rows in coalesced words, gathering each word's pixels from the tile. Tiles whose
 // runs or output rows are not word-aligned move byte by byte.
 namespace fp {
-constexpr int kTurnThreads = 256;  // the most threads a cupyprep_turn_tiles block has
+constexpr int kTurnThreadsX = 32, kTurnThreadsY = 8;  // a cupyprep_turn_tiles block
 constexpr int kTurnTileSmallPixels = 64, kTurnTileLargePixels = 32;  // pixels a tile's side
 template <int PX> struct Tile {
     // runs of >= 64 bytes
@@ -319,14 +338,15 @@ __device__ __forceinline__ unsigned gather_word(const u8* tile, int at, int o) {
 }  // namespace fp
 
 template <int PX>
-__global__ void __launch_bounds__(fp::kTurnThreads)
+__global__ void __launch_bounds__(fp::kTurnThreadsX * fp::kTurnThreadsY)
 cupyprep_turn_tiles(const void* __restrict__ src, void* __restrict__ dst, int groups, int h,
                     int w, cp::i64 s_off, cp::i64 s_n, cp::i64 s_g, int dir, cp::i64 s_j,
                     cp::i64 d_n, cp::i64 d_g, cp::i64 d_y, int planes) {
     typedef fp::Tile<PX> T;
-    constexpr int S = T::kSize, PITCH = T::kPitch;
+    constexpr int S = T::kSize, PITCH = T::kPitch, TX = fp::kTurnThreadsX, TY = fp::kTurnThreadsY;
+    constexpr int WORDS = (S * PX / 4 + TX - 1) / TX;  // a row of words, in rounds of TX threads
     __shared__ __align__(16) fp::u8 tile[S * PITCH];
-    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int tx = threadIdx.x, ty = threadIdx.y;  // a TX x TY block
     for (int plane = blockIdx.z; plane < planes; plane += gridDim.z) {
         const int n = plane / groups, g = plane - n * groups;
         const fp::u8* img = static_cast<const fp::u8*>(src) + s_off + n * s_n + g * s_g;
@@ -343,28 +363,47 @@ cupyprep_turn_tiles(const void* __restrict__ src, void* __restrict__ dst, int gr
                 const bool words = (((fp::u64)first | (fp::u64)s_j | (fp::u64)q | (fp::u64)d_y |
                                      (unsigned)run | (unsigned)row) & 3u) == 0;
                 if (words) {
-                    for (int c = ty; c < nj; c += blockDim.y) {
+                    // every load of the tile first (up to 16 words a thread), then the stores
+                    unsigned v[S / TY][WORDS];
+#pragma unroll
+                    for (int a = 0; a < S / TY; ++a) {
+                        const int c = ty + TY * a;
                         const unsigned* p = reinterpret_cast<const unsigned*>(first + c * s_j);
+#pragma unroll
+                        for (int b = 0; b < WORDS; ++b) {
+                            const int k = tx + TX * b;
+                            if (c < nj && k < run / 4) v[a][b] = __ldg(p + k);
+                        }
+                    }
+#pragma unroll
+                    for (int a = 0; a < S / TY; ++a) {
+                        const int c = ty + TY * a;
                         unsigned* t = reinterpret_cast<unsigned*>(tile + c * PITCH);
-#pragma unroll 4
-                        for (int k = tx; k < run / 4; k += blockDim.x) t[k] = p[k];
+#pragma unroll
+                        for (int b = 0; b < WORDS; ++b) {
+                            const int k = tx + TX * b;
+                            if (c < nj && k < run / 4) t[k] = v[a][b];
+                        }
                     }
                 } else {
-                    for (int c = ty; c < nj; c += blockDim.y) {
+                    for (int c = ty; c < nj; c += TY) {
                         const fp::u8* p = first + c * s_j;
-                        for (int k = tx; k < run; k += blockDim.x) tile[c * PITCH + k] = p[k];
+                        for (int k = tx; k < run; k += TX) tile[c * PITCH + k] = p[k];
                     }
                 }
                 __syncthreads();
-                for (int r = ty; r < ni; r += blockDim.y) {
+                for (int r = ty; r < ni; r += TY) {
                     const int at = (dir > 0 ? r : ni - 1 - r) * PX;
                     fp::u8* o = q + r * d_y;
                     if (words) {
-#pragma unroll 2
-                        for (int k = tx; k < row / 4; k += blockDim.x)
-                            reinterpret_cast<unsigned*>(o)[k] = fp::gather_word<PX>(tile, at, 4 * k);
+#pragma unroll
+                        for (int b = 0; b < WORDS; ++b) {
+                            const int k = tx + TX * b;
+                            if (k < row / 4)
+                                reinterpret_cast<unsigned*>(o)[k] = fp::gather_word<PX>(tile, at, 4 * k);
+                        }
                     } else {
-                        for (int k = tx; k < row; k += blockDim.x) {
+                        for (int k = tx; k < row; k += TX) {
                             const int c = k / PX;
                             o[k] = tile[c * PITCH + at + (k - c * PX)];
                         }

@@ -21,7 +21,7 @@ CHANNELS = (1, 2, 3, 4)  # channels a pixel of one kernel thread; more go plane 
 # pixel sizes (bytes) the mirror and turn kernels are built for: every dtype with 1 to 4
 # channels (6-channel uint8 also lands on 6)
 PIXEL_BYTES = (1, 2, 3, 4, 6, 8, 12, 16)
-TURN_BLOCK = (32, 8)  # threads of a cupyprep_turn_tiles block (at most kTurnThreads)
+TURN_BLOCK = (32, 8)  # the threads of a cupyprep_turn_tiles block (the kernel assumes it)
 TURN_TILE_SMALL, TURN_TILE_LARGE = 64, 32  # a turn tile's side, pixels of <= 3 bytes / more
 ROWS_BLOCK = 128  # threads along a row in cupyprep_copy_rows / cupyprep_mirror_rows
 __all__ = ["BORDER_MODES", "CHANNELS", "DIRECTIONS", "DTYPES", "FILE", "PIXEL_BYTES", "SPEC"]
@@ -60,7 +60,8 @@ class FlipPadSpec:
 SPEC = FlipPadSpec()
 # border_mode numbers: kernels/common.cuh BORDER_* (warp.cu takes the same)
 CUDA_CONSTANTS = tuple(("common.cuh", f"BORDER_{m.upper()}", i) for i, m in enumerate(BORDER_MODES)) + (
-    (FILE, "kTurnThreads", TURN_BLOCK[0] * TURN_BLOCK[1]),
+    (FILE, "kTurnThreadsX", TURN_BLOCK[0]),
+    (FILE, "kTurnThreadsY", TURN_BLOCK[1]),
     (FILE, "kTurnTileSmallPixels", TURN_TILE_SMALL),
     (FILE, "kTurnTileLargePixels", TURN_TILE_LARGE),
 )
