@@ -223,7 +223,7 @@ def _launch(call, arr, dtype, geo, layout, out, sh, sw, off, s_y, s_x, sides, bo
         if geo.n == 0:
             return native
         dgeo = _validate.image_layout("out", dst, layout)
-        plan = copy_plan(geo, dgeo, dtype, sh, sw, s_y, s_x, sides, border_mode, fill)
+        plan = copy_plan(geo, dgeo, dst, dtype, sh, sw, s_y, s_x, sides, border_mode, fill)
         if plan.kernel == "general":
             _launch_general(arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides, border_mode,
                             fill)
@@ -245,9 +245,10 @@ class CopyPlan(NamedTuple):
     groups: int = 1
 
 
-def copy_plan(geo, dgeo, dtype, sh, sw, s_y, s_x, sides, border_mode, fill):
+def copy_plan(geo, dgeo, dst, dtype, sh, sw, s_y, s_x, sides, border_mode, fill):
     """The kernel for a copy of the source view (``sh`` x ``sw``, element strides ``s_y``,
-    ``s_x``) with ``sides`` of border into ``dgeo``'s array: the one place that decides it.
+    ``s_x``) with ``sides`` of border into ``dst`` (laid out as ``dgeo``): the one place that
+    decides it.
 
     The byte kernels need a pixel's channels adjacent (or one channel, or channel planes)
     in the source and the output, the output's pixels adjacent along its rows, and the
@@ -281,12 +282,25 @@ def copy_plan(geo, dgeo, dtype, sh, sw, s_y, s_x, sides, border_mode, fill):
         return CopyPlan("general", f"{px}-byte pixels (the mirror and turn kernels take "
                                    f"{spec.PIXEL_BYTES})")
     if s_x == -cpx:
+        # runs start where a 16-byte boundary meets a pixel's: at none where rows start off
+        # the pixel's alignment (a view at an odd byte)
+        step = math.gcd(px, 16)
+        d_n, d_c, d_y = dgeo.strides[:3]
+        if any(v % step for v in (_address(dst), d_n * es, d_y * es, d_c * es * (groups > 1))):
+            return CopyPlan("general", f"mirrored rows into rows not {step}-byte aligned")
         return CopyPlan("mirror", "mirrored rows: runs of whole pixels reversed in registers",
                         **found)
     if abs(s_y) == cpx or sh == 1:
         return CopyPlan("turn", "pixels adjacent down the view's columns: tiles through shared "
                                 "memory", **found)
     return CopyPlan("general", "the view's pixels are not adjacent along its rows or columns")
+
+
+def _address(a):
+    """The address of an array's first element (NumPy under the emulator)."""
+    if isinstance(a, np.ndarray):
+        return a.__array_interface__["data"][0]
+    return a.data.ptr
 
 
 def _launch_bytes(plan, arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides, border_mode,

@@ -386,9 +386,18 @@ cupyprep_turn_tiles(const void* __restrict__ src, void* __restrict__ dst, int gr
                         }
                     }
                 } else {
+                    // a column at a time, 8 loads a thread at once
                     for (int c = ty; c < nj; c += TY) {
                         const fp::u8* p = first + c * s_j;
-                        for (int k = tx; k < run; k += TX) tile[c * PITCH + k] = p[k];
+                        for (int k0 = tx; k0 < run; k0 += 8 * TX) {
+                            fp::u8 v[8];
+#pragma unroll
+                            for (int b = 0; b < 8; ++b)
+                                if (k0 + TX * b < run) v[b] = p[k0 + TX * b];
+#pragma unroll
+                            for (int b = 0; b < 8; ++b)
+                                if (k0 + TX * b < run) tile[c * PITCH + k0 + TX * b] = v[b];
+                        }
                     }
                 }
                 __syncthreads();

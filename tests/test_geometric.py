@@ -427,6 +427,27 @@ def test_kernel_byte_kernels_layouts_and_fallbacks(kernels, launched):
               view, np.pad(batch[0, :, ::-1], [(0, 0), (1, 1), (0, 0)], mode="edge"), "copy_border")
 
 
+def test_kernel_byte_kernels_into_odd_addresses(kernels, launched):
+    """Outputs starting at an odd byte (a view into a flat buffer): rows in order and turns
+    take their byte paths, mirrored rows of 4-byte pixels the general kernel."""
+    rng = np.random.default_rng(24)
+    img = random_image(rng, (9, 70, 4), np.uint8)
+    cases = [(lambda a, **kw: cupyprep.flip(a, "horizontal", **kw), img[:, ::-1], "copy_border"),
+             (lambda a, **kw: cupyprep.flip(a, "vertical", **kw), img[::-1], "copy_rows"),
+             (lambda a, **kw: cupyprep.rotate90(a, 1, **kw), np.rot90(img, 1), "turn_tiles"),
+             (lambda a, **kw: cupyprep.pad(a, (1, 2, 3, 4), border_mode="reflect", **kw),
+              cv2_pad(img, (1, 2, 3, 4), "reflect", 0), "copy_rows")]
+    for fn, ref, kernel in cases:
+        flat = kernels.poisoned((ref.size + 2,), np.uint8)
+        out = flat[1:-1].reshape(ref.shape)
+        del launched[:]
+        assert fn(kernels.put(img), out=out) is out
+        got = kernels.get(flat)
+        np.testing.assert_array_equal(got[1:-1].reshape(ref.shape), ref)
+        assert got[0] == got[-1] == kernels.get(kernels.poisoned((1,), np.uint8))[0]
+        assert [e for _, e in launched] and all(kernel in e for _, e in launched), (kernel, launched)
+
+
 def test_kernel_general_kernel_alone(kernels, launched, monkeypatch):
     """With the byte kernels off every copy is cupyprep_copy_border's, and the same."""
     tune(monkeypatch, flip_pad_spec, byte_kernels=False)
