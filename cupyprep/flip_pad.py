@@ -6,6 +6,7 @@ All three are one kernel (kernels/flip_pad.cu): each output pixel copies one sou
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from typing import NamedTuple
@@ -316,12 +317,12 @@ def _launch_bytes(plan, arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides
     s_g, d_g = (s_c * es, d_c * es) if groups > 1 else (0, 0)
     common = (arr, dst, i32(groups))
     if plan.kernel == "rows":
-        words = _fill_pattern(fill, cpx, dtype)
+        words = _fill_pattern(tuple(fill), cpx, np.dtype(dtype))
         fn = _kernels.get_function(spec.FILE, spec.SPEC.rows_expr())
         launch_3d(fn, planes, dh, (dw * px + 31) // 32, common + (
             i32(sh), i32(sw), i32(dh), i32(dw), i32(px), i64(off * es), i64(s_n * es),
             i64(s_g), i64(s_y * es), i64(d_n * es), i64(d_g), i64(d_y * es), i32(top),
-            i32(left), i32(BORDER_MODES.index(border_mode)), *(np.uint32(w) for w in words),
+            i32(left), i32(BORDER_MODES.index(border_mode)), *words,
             i32(planes)), block_x=spec.ROWS_BLOCK)
     elif plan.kernel == "mirror":
         run = max(px // math.gcd(px, 16) * 16, 32)  # kernels/flip_pad.cu RUN
@@ -339,10 +340,11 @@ def _launch_bytes(plan, arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides
             i64(s_x * es), i64(d_n * es), i64(d_g), i64(d_y * es), i32(planes)))
 
 
+@functools.lru_cache(maxsize=256)
 def _fill_pattern(fill, channels, dtype):
     """The constant border's pixel as stored (``channels`` values of ``fill``, the float32
     values cupyprep_copy_border converts with from_float), repeated to 16 bytes, as four
-    little-endian words."""
+    little-endian words (worked out once for each fill: the same few recur)."""
     dtype = np.dtype(dtype)
     values = np.resize(np.asarray(fill, np.float32), channels)
     if dtype.kind == "u":
@@ -350,7 +352,7 @@ def _fill_pattern(fill, channels, dtype):
         values = np.clip(np.rint(np.nan_to_num(values, nan=0.0)), info.min, info.max)
     with np.errstate(over="ignore"):  # float16 overflows to inf, as the kernel's conversion
         pixel = np.frombuffer(values.astype(dtype).tobytes(), np.uint8)
-    return np.frombuffer(np.resize(pixel, 16).tobytes(), "<u4")
+    return tuple(np.uint32(w) for w in np.frombuffer(np.resize(pixel, 16).tobytes(), "<u4"))
 
 
 def _launch_general(arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides, border_mode, fill):
