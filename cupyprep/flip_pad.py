@@ -1,8 +1,11 @@
 """``flip``, ``rotate90`` and ``pad`` / ``copy_make_border``: ``cv2.flip``, ``np.rot90`` /
 ``cv2.rotate`` and ``cv2.copyMakeBorder`` for images, batches and lists of images.
 
-All three are one kernel (kernels/flip_pad.cu): each output pixel copies one source pixel
-(or takes the border value), so results equal OpenCV's and NumPy's bit for bit.
+Each output pixel copies one source pixel (or takes the border value), so results equal
+OpenCV's and NumPy's bit for bit. On the GPU (kernels/flip_pad.cu) ``copy_plan`` picks the
+kernel: byte kernels that move whole rows (in order, with borders; or mirrored) or tiles
+(quarter turns) where pixels lie side by side, a general one pixel-a-thread kernel for the
+rest (docs/ops.md, "On the GPU").
 """
 from __future__ import annotations
 
@@ -276,7 +279,7 @@ def copy_plan(geo, dgeo, dst, dtype, sh, sw, s_y, s_x, sides, border_mode, fill)
         return CopyPlan("general", "channel planes with different border values")
     found = {"channels": cpx, "pixel_bytes": px, "groups": groups}
     if s_x == cpx or sw == 1:
-        return CopyPlan("rows", "rows in order: 16-byte pieces of each row", **found)
+        return CopyPlan("rows", "rows in order: 32-byte pieces of each row", **found)
     if bordered:
         return CopyPlan("general", "a border around a view whose rows are not in order")
     if px not in spec.PIXEL_BYTES:
