@@ -178,8 +178,8 @@ struct PaddedRow {
 // the constant border) with `left` pixels of border before it and the rest after, as
 // cupyprep_copy_border makes it; no flip. Pad, a vertical flip (a negative s_y) and a copy.
 // The fill pattern f0..f3 is the constant border's pixel as stored, repeated to 16 bytes.
-// Each thread makes an aligned 32-byte piece of a row; grid: x along the row, a row per
-// blockIdx.y, a plane per blockIdx.z, loops past the grid's limits.
+// Each thread makes a 32-byte piece of a row, from a 16-byte boundary; grid: x along the
+// row, a row per blockIdx.y, a plane per blockIdx.z, loops past the grid's limits.
 __global__ void cupyprep_copy_rows(const void* __restrict__ src, void* __restrict__ dst,
                                    int groups, int sh, int sw, int dh, int dw, int px,
                                    cp::i64 s_off, cp::i64 s_n, cp::i64 s_g, cp::i64 s_y,
