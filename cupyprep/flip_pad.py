@@ -1,12 +1,18 @@
 """``flip``, ``rotate90`` and ``pad`` / ``copy_make_border``: ``cv2.flip``, ``np.rot90`` /
 ``cv2.rotate`` and ``cv2.copyMakeBorder`` for images, batches and lists of images.
 
-All three are one kernel (kernels/flip_pad.cu): each output pixel copies one source pixel
-(or takes the border value), so results equal OpenCV's and NumPy's bit for bit.
+Each output pixel copies one source pixel (or takes the border value), so results equal
+OpenCV's and NumPy's bit for bit. On the GPU (kernels/flip_pad.cu) ``copy_plan`` picks the
+kernel: byte kernels that move whole rows (in order, with borders; or mirrored) or tiles
+(quarter turns) where pixels lie side by side, a general one pixel-a-thread kernel for the
+rest (docs/ops.md, "On the GPU").
 """
 from __future__ import annotations
 
+import functools
+import math
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
@@ -221,20 +227,153 @@ def _launch(call, arr, dtype, geo, layout, out, sh, sw, off, s_y, s_x, sides, bo
         if geo.n == 0:
             return native
         dgeo = _validate.image_layout("out", dst, layout)
-        if geo.channels_last and geo.c <= 4:
-            cn, groups = geo.c, 1
+        plan = copy_plan(geo, dgeo, dst, dtype, sh, sw, s_y, s_x, sides, border_mode, fill)
+        if plan.kernel == "general":
+            _launch_general(arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides, border_mode,
+                            fill)
         else:
-            cn, groups = 1, geo.c  # one group per plane
-        s_n, s_c = geo.strides[:2]
-        d_n, d_c, d_y, d_x = dgeo.strides
-        planes = geo.n * groups
-        bv = (fill + (0.0,) * 4)[:4]  # one a channel (more than 4: all the same)
-        i64, i32, f32 = np.int64, np.int32, np.float32
-        fn = _kernels.get_function(spec.FILE, spec.SPEC.expr(dtype, cn))
-        launch_3d(fn, planes, dh, dw, (
-            arr, dst, i32(groups), i32(sh), i32(sw), i32(dh), i32(dw), i64(off), i64(s_n),
-            i64(s_c if groups > 1 else 0), i64(s_y), i64(s_x), i64(s_c),
-            i64(d_n), i64(d_c if groups > 1 else 0), i64(d_y), i64(d_x), i64(d_c),
-            i32(top), i32(left), i32(BORDER_MODES.index(border_mode)), *(f32(v) for v in bv),
-            i32(planes)))
+            _launch_bytes(plan, arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides,
+                          border_mode, fill)
     return native
+
+
+class CopyPlan(NamedTuple):
+    """Which kernel makes a copy (``"rows"``, ``"mirror"``, ``"turn"`` or ``"general"``),
+    why, and how the byte kernels see a pixel: ``channels`` adjacent channels of
+    ``pixel_bytes`` bytes, ``groups`` planes an image (channel planes, or 1)."""
+
+    kernel: str
+    reason: str
+    channels: int = 1
+    pixel_bytes: int = 0
+    groups: int = 1
+
+
+def copy_plan(geo, dgeo, dst, dtype, sh, sw, s_y, s_x, sides, border_mode, fill):
+    """The kernel for a copy of the source view (``sh`` x ``sw``, element strides ``s_y``,
+    ``s_x``) with ``sides`` of border into ``dst`` (laid out as ``dgeo``): the one place that
+    decides it.
+
+    The byte kernels need a pixel's channels adjacent (or one channel, or channel planes)
+    in the source and the output, the output's pixels adjacent along its rows, and the
+    view's pixels adjacent (in order or mirrored) along its rows, or (quarter turns) along
+    its columns. Borders go with rows in order only."""
+    es = np.dtype(dtype).itemsize
+    s_c, d_c = geo.strides[1], dgeo.strides[1]
+    if geo.c == 1:
+        cpx, groups = 1, 1
+    elif geo.channels_last and s_c == 1 and d_c == 1:
+        cpx, groups = geo.c, 1
+    else:
+        cpx, groups = 1, geo.c  # one plane a channel
+    px = cpx * es
+    dh, dw = sh + sides[0] + sides[1], sw + sides[2] + sides[3]
+    bordered = any(sides)
+    if not spec.SPEC.byte_kernels:
+        return CopyPlan("general", "the byte kernels are off (FlipPadSpec.byte_kernels)")
+    if max(sh, sw, dh, dw) * px >= 2**31:
+        return CopyPlan("general", "a row or column of 2**31 bytes or more")
+    if dgeo.strides[3] != cpx and dw > 1:
+        return CopyPlan("general", "the output's pixels are not adjacent along its rows")
+    if bordered and border_mode == "constant" and groups > 1 and len(set(fill[:geo.c])) > 1:
+        return CopyPlan("general", "channel planes with different border values")
+    found = {"channels": cpx, "pixel_bytes": px, "groups": groups}
+    if s_x == cpx or sw == 1:
+        return CopyPlan("rows", "rows in order: 32-byte pieces of each row", **found)
+    if bordered:
+        return CopyPlan("general", "a border around a view whose rows are not in order")
+    if px not in spec.PIXEL_BYTES:
+        return CopyPlan("general", f"{px}-byte pixels (the mirror and turn kernels take "
+                                   f"{spec.PIXEL_BYTES})")
+    if s_x == -cpx:
+        # runs start where a 16-byte boundary meets a pixel's: at none where rows start off
+        # the pixel's alignment (a view at an odd byte)
+        step = math.gcd(px, 16)
+        d_n, d_c, d_y = dgeo.strides[:3]
+        if any(v % step for v in (_address(dst), d_n * es, d_y * es, d_c * es * (groups > 1))):
+            return CopyPlan("general", f"mirrored rows into rows not {step}-byte aligned")
+        return CopyPlan("mirror", "mirrored rows: runs of whole pixels reversed in registers",
+                        **found)
+    if abs(s_y) == cpx or sh == 1:
+        return CopyPlan("turn", "pixels adjacent down the view's columns: tiles through shared "
+                                "memory", **found)
+    return CopyPlan("general", "the view's pixels are not adjacent along its rows or columns")
+
+
+def _address(a):
+    """The address of an array's first element (NumPy under the emulator)."""
+    if isinstance(a, np.ndarray):
+        return a.__array_interface__["data"][0]
+    return a.data.ptr
+
+
+def _launch_bytes(plan, arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides, border_mode,
+                  fill):
+    es = np.dtype(dtype).itemsize
+    px, cpx, groups = plan.pixel_bytes, plan.channels, plan.groups
+    top, bottom, left, right = sides
+    dh, dw = sh + top + bottom, sw + left + right
+    s_n, s_c = geo.strides[:2]
+    d_n, d_c, d_y = dgeo.strides[:3]
+    planes = geo.n * groups
+    i64, i32 = np.int64, np.int32
+    s_g, d_g = (s_c * es, d_c * es) if groups > 1 else (0, 0)
+    common = (arr, dst, i32(groups))
+    if plan.kernel == "rows":
+        words = _fill_pattern(tuple(fill), cpx, np.dtype(dtype))
+        fn = _kernels.get_function(spec.FILE, spec.SPEC.rows_expr())
+        launch_3d(fn, planes, dh, (dw * px + 31) // 32, common + (
+            i32(sh), i32(sw), i32(dh), i32(dw), i32(px), i64(off * es), i64(s_n * es),
+            i64(s_g), i64(s_y * es), i64(d_n * es), i64(d_g), i64(d_y * es), i32(top),
+            i32(left), i32(BORDER_MODES.index(border_mode)), *words,
+            i32(planes)), block_x=spec.ROWS_BLOCK)
+    elif plan.kernel == "mirror":
+        run = max(px // math.gcd(px, 16) * 16, 32)  # kernels/flip_pad.cu RUN
+        fn = _kernels.get_function(spec.FILE, spec.SPEC.mirror_expr(px))
+        first = off - (sw - 1) * cpx  # the row's lowest pixel
+        launch_3d(fn, planes, sh, (sw * px + run - 1) // run, common + (
+            i32(sh), i32(sw), i64(first * es), i64(s_n * es), i64(s_g), i64(s_y * es),
+            i64(d_n * es), i64(d_g), i64(d_y * es), i32(planes)), block_x=spec.ROWS_BLOCK)
+    else:
+        tile = spec.SPEC.turn_tile(px)
+        fn = _kernels.get_function(spec.FILE, spec.SPEC.turn_expr(px))
+        grid = (min(-(-sw // tile), 65535), min(-(-sh // tile), 65535), min(planes, 65535))
+        fn(grid, spec.TURN_BLOCK + (1,), common + (
+            i32(sh), i32(sw), i64(off * es), i64(s_n * es), i64(s_g), i32(1 if s_y > 0 else -1),
+            i64(s_x * es), i64(d_n * es), i64(d_g), i64(d_y * es), i32(planes)))
+
+
+@functools.lru_cache(maxsize=256)
+def _fill_pattern(fill, channels, dtype):
+    """The constant border's pixel as stored (``channels`` values of ``fill``, the float32
+    values cupyprep_copy_border converts with from_float), repeated to 16 bytes, as four
+    little-endian words (worked out once for each fill: the same few recur)."""
+    dtype = np.dtype(dtype)
+    values = np.resize(np.asarray(fill, np.float32), channels)
+    if dtype.kind == "u":
+        info = np.iinfo(dtype)
+        values = np.clip(np.rint(np.nan_to_num(values, nan=0.0)), info.min, info.max)
+    with np.errstate(over="ignore"):  # float16 overflows to inf, as the kernel's conversion
+        pixel = np.frombuffer(values.astype(dtype).tobytes(), np.uint8)
+    return tuple(np.uint32(w) for w in np.frombuffer(np.resize(pixel, 16).tobytes(), "<u4"))
+
+
+def _launch_general(arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides, border_mode, fill):
+    top, bottom, left, right = sides
+    dh, dw = sh + top + bottom, sw + left + right
+    if geo.channels_last and geo.c <= 4:
+        cn, groups = geo.c, 1
+    else:
+        cn, groups = 1, geo.c  # one group per plane
+    s_n, s_c = geo.strides[:2]
+    d_n, d_c, d_y, d_x = dgeo.strides
+    planes = geo.n * groups
+    bv = (fill + (0.0,) * 4)[:4]  # one a channel (more than 4: all the same)
+    i64, i32, f32 = np.int64, np.int32, np.float32
+    fn = _kernels.get_function(spec.FILE, spec.SPEC.expr(dtype, cn))
+    launch_3d(fn, planes, dh, dw, (
+        arr, dst, i32(groups), i32(sh), i32(sw), i32(dh), i32(dw), i64(off), i64(s_n),
+        i64(s_c if groups > 1 else 0), i64(s_y), i64(s_x), i64(s_c),
+        i64(d_n), i64(d_c if groups > 1 else 0), i64(d_y), i64(d_x), i64(d_c),
+        i32(top), i32(left), i32(BORDER_MODES.index(border_mode)), *(f32(v) for v in bv),
+        i32(planes)))

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 import cupyprep
-from conftest import photo, random_image
+from conftest import photo, random_image, tune
 from test_resize import assert_matches_opencv, ipp
 from cupyprep import cv2compat
+from cupyprep._specs import flip_pad as flip_pad_spec
 from cupyprep.cpu.crop import box_bounds
 
 cv2 = pytest.importorskip("cv2")
@@ -308,6 +309,157 @@ def test_kernel_cv2compat(kernels):
         cv2.copyMakeBorder(img, 1, 2, 3, 4, cv2.BORDER_CONSTANT, value=0.3))
 
 
+# --- the byte kernels (rows in order, mirrored rows, quarter-turn tiles) --------------------
+# Widths around the kernels' 16- and 48-byte runs and 32- / 64-pixel tiles; with the views
+# below every row starts at a different alignment
+BYTE_SHAPES = [(1, 1), (3, 5), (7, 16), (6, 21), (5, 70), (2, 131), (67, 3)]
+BYTE_KERNELS = ("copy_rows", "mirror_rows", "turn_tiles")
+BYTE_CASES = [  # (call, numpy reference, the kernel it takes)
+    (lambda a, **kw: cupyprep.flip(a, "horizontal", **kw), lambda i: i[:, ::-1], "mirror_rows"),
+    (lambda a, **kw: cupyprep.flip(a, "vertical", **kw), lambda i: i[::-1], "copy_rows"),
+    (lambda a, **kw: cupyprep.flip(a, "both", **kw), lambda i: i[::-1, ::-1], "mirror_rows"),
+    (lambda a, **kw: cupyprep.rotate90(a, 1, **kw), lambda i: np.rot90(i, 1), "turn_tiles"),
+    (lambda a, **kw: cupyprep.rotate90(a, 2, **kw), lambda i: np.rot90(i, 2), "mirror_rows"),
+    (lambda a, **kw: cupyprep.rotate90(a, 3, **kw), lambda i: np.rot90(i, 3), "turn_tiles"),
+    (lambda a, **kw: cupyprep.rotate90(a, 0, **kw), lambda i: i, "copy_rows"),
+]
+
+
+def byte_call(kernels, launched, fn, src, ref, kernel, out_lead=0):
+    """``fn(src)`` into a poisoned output (a view ``out_lead`` pixels into wider rows when
+    given, whose other pixels must stay poisoned), bit for bit ``ref``, made by ``kernel``
+    (a name or a tuple of names)."""
+    shape = ref.shape[:1] + (ref.shape[1] + 2 * out_lead,) + ref.shape[2:]
+    whole = kernels.poisoned(shape, ref.dtype)
+    out = whole[:, out_lead:out_lead + ref.shape[1]]
+    del launched[:]
+    assert fn(src, out=out) is out
+    got = kernels.get(whole)
+    np.testing.assert_array_equal(got[:, out_lead:out_lead + ref.shape[1]], ref)
+    untouched = np.concatenate([got[:, :out_lead], got[:, out_lead + ref.shape[1]:]], axis=1)
+    np.testing.assert_array_equal(untouched, kernels.get(kernels.poisoned(untouched.shape, ref.dtype)))
+    names = (kernel,) if isinstance(kernel, str) else kernel
+    assert launched and all(any(k in e for k in names) for _, e in launched), (kernel, launched)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_kernel_byte_kernels_every_alignment(kernels, launched, dtype):
+    """Flips, turns and pads of 1 to 4 channels on every path of the byte kernels: images
+    contiguous, read from inside wider rows (each row starting at another alignment) and
+    written into wider rows; against NumPy and cv2.copyMakeBorder, nothing written outside
+    the output."""
+    rng = np.random.default_rng(20)
+    for h, w in BYTE_SHAPES:
+        for c in (1, 2, 3, 4):
+            tail = () if c == 1 else (c,)
+            img = random_image(rng, (h, w) + tail, dtype)
+            for lead, extra in ((0, 0), (1, 2), (3, 0)):
+                base = random_image(rng, (h, w + lead + extra) + tail, dtype)
+                base[:, lead:lead + w] = img
+                src = kernels.put(base)[:, lead:lead + w]
+                out_lead = 1 if lead == 3 else 0
+                for fn, ref, kernel in BYTE_CASES:
+                    # a one-pixel row or column is a row copy to more than one kernel
+                    kernel = kernel if min(h, w) > 1 else BYTE_KERNELS
+                    byte_call(kernels, launched, fn, src, ref(img), kernel, out_lead)
+                for sides, mode in (((2, 1, 5, 3), "constant"), ((0, 0, 1, 0), "reflect101"),
+                                    ((9, 2, 0, 19), "wrap")):
+                    value = (7, 200, 3, 1)[:c]
+                    byte_call(kernels, launched, lambda a, s=sides, m=mode, v=value, **kw: cupyprep.pad(
+                        a, s, border_mode=m, value=v, **kw), src, cv2_pad(img, sides, mode, value),
+                        "copy_rows", out_lead)
+
+
+@pytest.mark.parametrize("mode", list(CV2_BORDERS))
+def test_kernel_byte_rows_every_border(kernels, launched, mode):
+    """Pads on cupyprep_copy_rows: borders wider than the image, one-pixel sides, 3-byte and
+    6-byte pixels starting anywhere in a word, border values that round and saturate."""
+    rng = np.random.default_rng(21)
+    for dtype, c in ((np.uint8, 3), (np.uint16, 3), (np.float16, 1), (np.uint8, 6)):
+        values = {1: (-3.5,), 3: (2.5, 70000.0, -1), 6: 5.0}[c]
+        for h, w in ((1, 1), (1, 7), (5, 1), (4, 13), (3, 45)):
+            img = random_image(rng, (h, w, c), dtype)
+            base = kernels.put(np.concatenate([img[:, :1], img], axis=1))
+            for sides in ((1, 2, 3, 4), (12, 0, 1, 17), (0, 3, 5, 0), (2, 2, 33, 40)):
+                byte_call(kernels, launched, lambda a, s=sides, v=values, **kw: cupyprep.pad(
+                    a, s, border_mode=mode, value=v, **kw), base[:, 1:],
+                    cv2_pad(img, sides, mode, values), "copy_rows")
+
+
+def test_kernel_byte_kernels_layouts_and_fallbacks(kernels, launched):
+    """Channel planes (NCHW) and 2-D images take the byte kernels plane by plane, 6-channel
+    pixels whole; what they cannot take falls back to cupyprep_copy_border, which also
+    makes every copy with the byte kernels switched off."""
+    rng = np.random.default_rng(22)
+    batch = random_image(rng, (2, 9, 37, 3), np.uint8)
+    chw = np.ascontiguousarray(batch.transpose(0, 3, 1, 2))
+    nchw = lambda f: lambda a, **kw: f(a, layout="NCHW", **kw)
+    byte_call(kernels, launched, nchw(lambda a, **kw: cupyprep.flip(a, "horizontal", **kw)), kernels.put(chw),
+              chw[..., ::-1], "mirror_rows<1>")
+    byte_call(kernels, launched, nchw(lambda a, **kw: cupyprep.rotate90(a, 1, **kw)), kernels.put(chw),
+              np.rot90(chw, 1, axes=(2, 3)), "turn_tiles<1>")
+    ref = np.pad(chw, [(0, 0), (0, 0), (1, 2), (3, 4)], constant_values=9)
+    byte_call(kernels, launched, nchw(lambda a, **kw: cupyprep.pad(a, (1, 2, 3, 4), value=9, **kw)),
+              kernels.put(chw), ref, "copy_rows")
+    byte_call(kernels, launched, lambda a, **kw: cupyprep.flip(a, "both", **kw), kernels.put(batch),
+              batch[:, ::-1, ::-1], "mirror_rows<3>")
+    six = random_image(rng, (5, 11, 6), np.uint16)
+    byte_call(kernels, launched, lambda a, **kw: cupyprep.rotate90(a, 3, **kw), kernels.put(six),
+              np.rot90(six, 3), "turn_tiles<12>")
+    # a reversed view is a row copy to flip, a mirror to pad with no border
+    view = kernels.put(batch)[0, :, ::-1]
+    byte_call(kernels, launched, lambda a, **kw: cupyprep.flip(a, "horizontal", **kw), view,
+              batch[0], "copy_rows")
+    byte_call(kernels, launched, lambda a, **kw: cupyprep.pad(a, 0, **kw), view,
+              batch[0, :, ::-1], "mirror_rows<3>")
+    # fallbacks: strided pixels, planes with different border values, 24-byte pixels, a
+    # border around mirrored rows
+    byte_call(kernels, launched, lambda a, **kw: cupyprep.flip(a, "horizontal", **kw),
+              kernels.put(batch)[:, :, ::2], batch[:, :, ::-2], "copy_border")
+    ref = np.stack([np.stack([np.pad(p, [(1, 0), (0, 2)], constant_values=v) for p, v in zip(i, (4, 5, 6))])
+                    for i in chw])
+    byte_call(kernels, launched, nchw(lambda a, **kw: cupyprep.pad(a, (1, 0, 0, 2), value=(4, 5, 6), **kw)),
+              kernels.put(chw), ref, "copy_border")
+    wide = random_image(rng, (4, 7, 6), np.float32)
+    byte_call(kernels, launched, lambda a, **kw: cupyprep.rotate90(a, 1, **kw), kernels.put(wide),
+              np.rot90(wide, 1), "copy_border")
+    byte_call(kernels, launched, lambda a, **kw: cupyprep.pad(a, (0, 0, 1, 1), border_mode="replicate", **kw),
+              view, np.pad(batch[0, :, ::-1], [(0, 0), (1, 1), (0, 0)], mode="edge"), "copy_border")
+
+
+def test_kernel_byte_kernels_into_odd_addresses(kernels, launched):
+    """Outputs starting at an odd byte (a view into a flat buffer): rows in order and turns
+    take their byte paths, mirrored rows of 4-byte pixels the general kernel."""
+    rng = np.random.default_rng(24)
+    img = random_image(rng, (9, 70, 4), np.uint8)
+    cases = [(lambda a, **kw: cupyprep.flip(a, "horizontal", **kw), img[:, ::-1], "copy_border"),
+             (lambda a, **kw: cupyprep.flip(a, "vertical", **kw), img[::-1], "copy_rows"),
+             (lambda a, **kw: cupyprep.rotate90(a, 1, **kw), np.rot90(img, 1), "turn_tiles"),
+             (lambda a, **kw: cupyprep.pad(a, (1, 2, 3, 4), border_mode="reflect", **kw),
+              cv2_pad(img, (1, 2, 3, 4), "reflect", 0), "copy_rows")]
+    for fn, ref, kernel in cases:
+        flat = kernels.poisoned((ref.size + 2,), np.uint8)
+        out = flat[1:-1].reshape(ref.shape)
+        del launched[:]
+        assert fn(kernels.put(img), out=out) is out
+        got = kernels.get(flat)
+        np.testing.assert_array_equal(got[1:-1].reshape(ref.shape), ref)
+        assert got[0] == got[-1] == kernels.get(kernels.poisoned((1,), np.uint8))[0]
+        assert [e for _, e in launched] and all(kernel in e for _, e in launched), (kernel, launched)
+
+
+def test_kernel_general_kernel_alone(kernels, launched, monkeypatch):
+    """With the byte kernels off every copy is cupyprep_copy_border's, and the same."""
+    tune(monkeypatch, flip_pad_spec, byte_kernels=False)
+    rng = np.random.default_rng(23)
+    for shape in [(7, 9), (5, 6, 2), (9, 4, 3), (1, 1, 3), (6, 1, 4)]:
+        img = random_image(rng, shape, np.uint8)
+        for fn, ref, _ in BYTE_CASES:
+            byte_call(kernels, launched, fn, kernels.put(img), ref(img), "copy_border")
+        byte_call(kernels, launched, lambda a, **kw: cupyprep.pad(a, (1, 2, 3, 4), border_mode="wrap", **kw),
+                  kernels.put(img), cv2_pad(img, (1, 2, 3, 4), "wrap", 0), "copy_border")
+
+
 # --- crop on the kernels ------------------------------------------------------------------
 CROP_BOXES = np.array([[3.4, 2.5, 20.6, 17.0], [2.5, 3.5, 4.5, 5.5], [-5, -5, 100, 100],
                        [10, 10, 10, 10], [39.7, 29.9, 50, 50], [np.nan, 1, 5, np.inf],
@@ -439,3 +591,26 @@ def test_gpu_random_sizes_against_cpu(dtype):
                 part = cupy.asarray(np.ascontiguousarray(img[y1:y2, x1:x2]))
                 np.testing.assert_array_equal(got[k], cupyprep.resize(part, size, interpolation=mode).get())
             assert_matches_opencv(got, ref, mode)
+
+
+@pytest.mark.gpu
+def test_gpu_byte_kernels_on_full_frames(launched):
+    """1080p frames on the byte kernels, contiguous and read from inside wider rows (every
+    row at another alignment), equal the CPU backend."""
+    import cupy
+
+    rng = np.random.default_rng(18)
+    frames = rng.integers(0, 256, (2, 1080, 1920, 3), np.uint8)
+    wide = cupy.asarray(rng.integers(0, 256, (2, 1080, 1925, 3), np.uint8))
+    wide[:, :, 1:1921] = cupy.asarray(frames)
+    calls = [(lambda a, d=d: cupyprep.flip(a, d)) for d in FLIP_CODES]
+    calls += [(lambda a, k=k: cupyprep.rotate90(a, k)) for k in (1, 2, 3)]
+    calls += [lambda a: cupyprep.pad(a, 32, value=114),
+              lambda a: cupyprep.pad(a, 32, border_mode="reflect101"),
+              lambda a: cupyprep.pad(a, (3, 0, 1, 2), border_mode="wrap")]
+    for fn in calls:
+        ref = fn(frames)
+        for src in (cupy.asarray(frames), wide[:, :, 1:1921]):
+            del launched[:]
+            np.testing.assert_array_equal(fn(src).get(), ref)
+            assert all(any(k in e for k in BYTE_KERNELS) for _, e in launched), launched
