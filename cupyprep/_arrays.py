@@ -481,6 +481,25 @@ def xp_of(*arrays):
     return np
 
 
+def inputs_of(**named):
+    """The arrays of a helper's arguments as numpy / cupy (torch tensors through zero-copy
+    views), the module they are computed with (cupy if any is on the device: host values
+    are copied there) and ``back``, which hands a result back as the first argument's kind
+    (torch for torch). A CPU tensor beside device arrays is a TypeError naming it: its
+    result would have to come back to the host."""
+    views, backs = {}, []
+    for name, value in named.items():
+        views[name], back = unwrap(value)
+        backs.append(back)
+    xp = xp_of(*views.values())
+    if xp is not np:
+        for name, value in named.items():
+            if is_torch(value) and not value.is_cuda:
+                raise TypeError(f"{name}: expected a CUDA tensor or a host array like the other "
+                                f"arguments on the device, got {describe(value)}")
+    return views, xp, backs[0]
+
+
 def unwrap(x):
     """``(array, back)``: a numpy / cupy view of ``x`` and a function that returns results
     as the caller's kind (torch tensors through DLPack / from_numpy, zero-copy)."""

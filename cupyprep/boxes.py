@@ -269,16 +269,19 @@ def _device_priors(call, priors):
 
 
 def encode_boxes(boxes, priors, variances=(0.1, 0.2)):
-    """The inverse of :func:`decode_boxes` (NumPy): xyxy boxes (..., P, 4) in the priors'
-    units -> offsets (..., P, 4) float32. For making targets and synthetic head outputs."""
-    b = _validate.as_numbers("boxes", boxes, None)
-    p = _validate.as_numbers("priors", priors, None)
+    """The inverse of :func:`decode_boxes`: xyxy boxes (..., P, 4) in the priors' units ->
+    offsets (..., P, 4) float32, as the kind of ``boxes`` (NumPy, CuPy or torch; host
+    priors beside device boxes are copied there). For making targets and synthetic head
+    outputs."""
+    views, xp, back = _arrays.inputs_of(boxes=boxes, priors=priors)
+    b = _validate.as_numbers("boxes", views["boxes"], None, xp)
+    p = _validate.as_numbers("priors", views["priors"], None, xp)
     if b.ndim < 2 or b.shape[-1] != 4:
         raise ValueError(f"boxes: expected shape (..., P, 4), got {_arrays.describe(b)}")
     if p.shape != (b.shape[-2], 4):
         raise ValueError(f"priors: expected shape ({b.shape[-2]}, 4) (one per row of boxes), got "
                          f"{_arrays.describe(p)}")
-    return cpu.encode_anchors(b, p, _variances(variances))
+    return back(cpu.encode_anchors(b, p, _variances(variances), xp))
 
 
 def decode_yolo(pred, *, objectness=True, layout="auto"):

@@ -84,25 +84,6 @@ def invert_affine_transform(matrix):
         f"{_matrix_math.item('matrix', k)}: singular affine matrix (determinant 0), got {_arrays.describe(m)}")))
 
 
-def _inputs(**named):
-    """The arrays of a helper's arguments as numpy / cupy (torch tensors through zero-copy
-    views), the module they are computed with (cupy if any is on the device: host values
-    are copied there) and ``back``, which hands a result back as the first argument's kind
-    (torch for torch). A CPU tensor beside device arrays is a TypeError naming it: its
-    result would have to come back to the host."""
-    views, backs = {}, []
-    for name, value in named.items():
-        views[name], back = unwrap(value)
-        backs.append(back)
-    xp = xp_of(*views.values())
-    if xp is not np:
-        for name, value in named.items():
-            if _arrays.is_torch(value) and not value.is_cuda:
-                raise TypeError(f"{name}: expected a CUDA tensor or a host array like the other "
-                                f"arguments on the device, got {_arrays.describe(value)}")
-    return views, xp, backs[0]
-
-
 def _points(name, pts, count=None, xp=None):
     xp = xp_of(pts) if xp is None else xp
     a = _validate.as_numbers(name, pts, xp.float64, xp)
@@ -115,7 +96,7 @@ def _points(name, pts, count=None, xp=None):
 def _point_pairs(src, dst, count):
     """``(src, dst, xp, back)`` for the exact-fit transforms: ``count`` points each, same
     shape (see :func:`_inputs`)."""
-    views, xp, back = _inputs(src=src, dst=dst)
+    views, xp, back = _arrays.inputs_of(src=src, dst=dst)
     s, d = _points("src", views["src"], count, xp), _points("dst", views["dst"], count, xp)
     if s.shape != d.shape:
         raise ValueError(f"dst: expected the shape of src {s.shape}, got {d.shape}")
@@ -183,7 +164,7 @@ def estimate_similarity(src, dst):
     -------
     >>> M = cupyprep.estimate_similarity(landmarks, cupyprep.ARCFACE_112)   # doctest: +SKIP
     """
-    views, xp, back = _inputs(src=src, dst=dst)
+    views, xp, back = _arrays.inputs_of(src=src, dst=dst)
     s, d = _points("src", views["src"], None, xp), _points("dst", views["dst"], None, xp)
     batches = {a.shape[0] for a in (s, d) if a.ndim == 3} - {1}  # a batch of one broadcasts
     if s.shape[-2] != d.shape[-2] or len(batches) > 1:
@@ -208,7 +189,7 @@ def transform_points(points, matrix):
     -------
     >>> moved = cupyprep.transform_points(keypoints, matrices)         # doctest: +SKIP
     """
-    views, xp, back = _inputs(points=points, matrix=matrix)
+    views, xp, back = _arrays.inputs_of(points=points, matrix=matrix)
     pts, m = views["points"], views["matrix"]
     hint = "pass it on the other argument's device"
     if not hasattr(pts, "shape"):

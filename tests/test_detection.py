@@ -557,6 +557,10 @@ def test_decode_encode_round_trip_and_landmarks():
     pts = det.decode_landmarks(np.zeros((len(pri), 10), np.float32), pri)
     assert pts.shape == (len(pri), 5, 2)
     np.testing.assert_array_equal(pts[:, 2], pri[:, :2])
+    torch = pytest.importorskip("torch")
+    got = det.encode_boxes(torch.from_numpy(boxes), pri)  # torch boxes: a torch result
+    assert isinstance(got, torch.Tensor)
+    np.testing.assert_array_equal(got.numpy(), loc)
 
 
 def test_decode_yolo():

@@ -593,13 +593,14 @@ def test_fuzz_gpu(name, kind):
         torch = pytest.importorskip("torch")
 
         def convert(a):
-            if isinstance(a, np.ndarray) and a.dtype != np.complex64 and a.dtype.kind != "b" \
-                    and not (a.ndim and 0 in a.strides):
-                return torch.from_numpy(np.ascontiguousarray(a)).cuda()[tuple(slice(None) for _ in a.shape)]
+            # numbers only (object arrays, e.g. decode's sources, stay NumPy), not broadcast;
+            # a.copy() keeps 0-d arrays 0-d and gives empty reversed views positive strides
+            if isinstance(a, np.ndarray) and a.dtype.kind in "iuf" and not (a.ndim and 0 in a.strides):
+                return torch.from_numpy(a.copy()).cuda()[tuple(slice(None) for _ in a.shape)]
             return a
     else:
         def convert(a):
-            return cupy.asarray(a) if isinstance(a, np.ndarray) else a
+            return cupy.asarray(a) if isinstance(a, np.ndarray) and a.dtype.kind in "biufc" else a
 
     op = BY_NAME[name]
     # huge sizes ask for all the device has: a cap per process leaves the rest to the tests

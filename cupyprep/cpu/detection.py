@@ -454,18 +454,19 @@ def decode_landmarks(pre, priors, variances):
         return p[:, None, :2] + (pts * v0) * p[:, None, 2:]
 
 
-def encode_anchors(boxes, priors, variances):
-    """The inverse of :func:`decode_anchors` (float64 math, float32 out)."""
-    b = np.asarray(boxes, np.float64)
-    p = np.asarray(priors, np.float64)
+def encode_anchors(boxes, priors, variances, xp=np):
+    """The inverse of :func:`decode_anchors` (float64 math, float32 out); elementwise, so
+    ``xp`` (NumPy, or CuPy for device arrays) computes the same formula."""
+    b = xp.asarray(boxes, xp.float64)
+    p = xp.asarray(priors, xp.float64)
     cx = (b[..., 0] + b[..., 2]) / 2
     cy = (b[..., 1] + b[..., 3]) / 2
     w = b[..., 2] - b[..., 0]
     h = b[..., 3] - b[..., 1]
-    return np.stack([(cx - p[:, 0]) / (variances[0] * p[:, 2]),
+    return xp.stack([(cx - p[:, 0]) / (variances[0] * p[:, 2]),
                      (cy - p[:, 1]) / (variances[0] * p[:, 3]),
-                     np.log(w / p[:, 2]) / variances[1],
-                     np.log(h / p[:, 3]) / variances[1]], axis=-1).astype(F32)
+                     xp.log(w / p[:, 2]) / variances[1],
+                     xp.log(h / p[:, 3]) / variances[1]], axis=-1).astype(F32)
 
 
 def decode_yolo(pred, objectness):
