@@ -562,8 +562,8 @@ def test_loader_gpu_decoding_flags_must_be_a_color_mode(tmp_path, fake_gpu):
 # --- GPU: nvImageCodec against cv2.imdecode ------------------------------------------------------
 # Bounds between nvJPEG and libjpeg-turbo (OpenCV's) on the same JPEG: the inverse DCT
 # and the YCbCr->RGB conversion round differently (and the upsampling of subsampled
-# chroma is computed differently even with fancy upsampling on both). Measured on the H100
-# and H200: 3-channel and gray photographs at most 3 levels apart, mean at most 0.05 per
+# chroma is computed differently even with fancy upsampling on both). Measured on the GPU
+# (nvImageCodec 0.9): 3-channel and gray photographs at most 3 levels apart, mean at most 0.05 per
 # image; the mean's bound leaves room for other JPEG encoders' files (the test prints each
 # image's figures, `-s`). CMYK JPEGs are decoded by OpenCV (nvJPEG's conversion differed by
 # a mean of 1.0), so they are compared bit for bit.
