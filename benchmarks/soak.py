@@ -56,13 +56,22 @@ def families(rng):
     return [
         ("resize", lambda c: cupyprep.resize(c(img(*sizes())), sizes())),
         ("warp_affine", lambda c: cupyprep.warp_affine(c(img(*sizes())), c(rot), sizes())),
-        ("normalize", lambda c: cupyprep.normalize(c(img(*sizes())), (0.5,) * 3, (0.2,) * 3)),
+        ("normalize", lambda c: cupyprep.normalize(c(img(*sizes())), (0.5,) * 3, (0.2,) * 3, scale=1 / 255)),
         ("color", lambda c: cupyprep.to_gray(c(img(*sizes())))),
         ("preprocess_ragged", lambda c: cupyprep.preprocess([c(img(*sizes())) for _ in range(3)], (64, 64))),
         ("nms", lambda c: (lambda b: cupyprep.nms(c(b), c(b[:, 0] / 500), 0.5))(boxes(int(rng.integers(1, 400))))),
         ("roi_align", lambda c: cupyprep.roi_align(c(rng.random((1, 4, 16, 16), dtype=np.float32)),
                                                    c(np.c_[np.zeros(8), boxes(8) / 40].astype(np.float32)), 3)),
         ("box_iou", lambda c: cupyprep.box_iou(c(boxes(20)), c(boxes(30)))),
+        ("flip_pad", lambda c: cupyprep.pad(cupyprep.flip(c(img(*sizes())), "horizontal"),
+                                            (3, 1, 2, 5), border_mode="reflect101")),
+        ("rotate90", lambda c: cupyprep.rotate90(c(img(*sizes())), int(rng.integers(0, 4)))),
+        ("crop", lambda c: cupyprep.crop(c(img(80, 90)), c(boxes(12) / 8), (16, 16))),
+        ("cvt_color", lambda c: cupyprep.cvt_color(c(img(*sizes())), "bgr2hsv")),
+        ("gaussian_blur", lambda c: cupyprep.gaussian_blur(c(img(*sizes())), (5, 5), 1.2)),
+        ("resize_antialias", lambda c: cupyprep.resize(c(img(*sizes())), sizes(), antialias=True)),
+        ("color_jitter", lambda c: cupyprep.color_jitter(c(rng.integers(0, 256, (2, 24, 32, 3), dtype=np.uint8)),
+                                                         0.3, 0.3, 0.3, 0.05, seed=int(rng.integers(1 << 30)))),
     ]
 
 
