@@ -27,6 +27,8 @@ import statistics
 import tempfile
 import time
 
+from . import _wall
+
 N = 32
 SIZE = (640, 640)
 SHAPES = {"D1-1080p": (1080, 1920), "D1-512": (512, 512)}
@@ -34,41 +36,16 @@ FILES = 64
 BATCHES = {"D1-1080p": 20, "D1-512": 40}
 WARMUP = 3
 OPTIONS = dict(mode="letterbox", pad_value=114)
-
-
-def _stats(times_s):
-    ms = sorted(t * 1e3 for t in times_s)
-    return dict(median_ms=statistics.median(ms), p10_ms=ms[len(ms) // 10], p90_ms=ms[(len(ms) * 9) // 10])
+_stats = _wall.stats
 
 
 def _row(bench, workload, impl, stats, floor_bytes, h2d_rate, baseline=False, **extra):
-    """One row per batch of N images (wall clock), images/s from the median."""
-    images_per_s = N / (stats["median_ms"] * 1e-3)
-    row = dict(workload=workload, impl=impl, baseline=baseline, floor_ms=floor_bytes / h2d_rate * 1e3,
-               floor_bytes=floor_bytes, eager_median_ms=stats["median_ms"], timing="wall clock, steady state",
-               images_per_s=images_per_s, **stats, **extra)
-    row["bandwidth_TBps"] = floor_bytes / (stats["median_ms"] * 1e-3) / 1e12
-    row["of_pinned_h2d"] = row["bandwidth_TBps"] * 1e12 / h2d_rate
-    bench.rows.append(row)
-    more = "".join(f"; {k} {v:.4g}" if isinstance(v, float) else f"; {k} {v}" for k, v in extra.items())
-    print(f"  {workload} {impl}: {stats['median_ms']:.3f} ms per batch (p10 {stats['p10_ms']:.3f}, "
-          f"p90 {stats['p90_ms']:.3f}), {images_per_s:.0f} images/s{more}", flush=True)
-    return row
+    """A wall-clock row of one batch of N images: images/s from the median."""
+    return _wall.row(bench, workload, impl, stats, floor_bytes, h2d_rate, baseline, images=N, **extra)
 
 
 def _synced(fn, n, warmup=WARMUP):
-    import torch
-
-    for _ in range(warmup):
-        fn(0)
-    torch.cuda.synchronize()
-    times = []
-    for i in range(n):
-        t0 = time.perf_counter()
-        fn(i)
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return times
+    return _wall.synced_times(fn, n, warmup)
 
 
 def make_jpegs(shape, count, seed=0):

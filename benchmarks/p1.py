@@ -27,27 +27,12 @@ import statistics
 import tempfile
 import time
 
+from . import _wall
+
 N, H, W, C = 32, 1080, 1920, 3
 SIZE = (640, 640)
 BATCHES, WARMUP = 60, 8
-
-
-def _stats(times_s):
-    ms = sorted(t * 1e3 for t in times_s)
-    return dict(median_ms=statistics.median(ms), p10_ms=ms[len(ms) // 10], p90_ms=ms[(len(ms) * 9) // 10])
-
-
-def _row(bench, workload, impl, stats, floor_bytes, h2d_rate, baseline=False, **extra):
-    row = dict(workload=workload, impl=impl, baseline=baseline, floor_ms=floor_bytes / h2d_rate * 1e3,
-               floor_bytes=floor_bytes, eager_median_ms=stats["median_ms"],
-               timing="wall clock, steady state", **stats, **extra)
-    row["bandwidth_TBps"] = floor_bytes / (stats["median_ms"] * 1e-3) / 1e12
-    row["of_pinned_h2d"] = row["bandwidth_TBps"] * 1e12 / h2d_rate
-    bench.rows.append(row)
-    more = "".join(f"; {k} {v:.4g}" if isinstance(v, float) else f"; {k} {v}" for k, v in extra.items())
-    print(f"  {workload} {impl}: {stats['median_ms']:.3f} ms per batch (p10 {stats['p10_ms']:.3f}, "
-          f"p90 {stats['p90_ms']:.3f}); {row['of_pinned_h2d']:.0%} of pinned H2D{more}", flush=True)
-    return row
+_stats, _row = _wall.stats, _wall.row
 
 
 def _copy_rate(host, dev):
@@ -58,18 +43,7 @@ def _copy_rate(host, dev):
 
 
 def _synced_loop(fn, n, warmup=2):
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return times
+    return _wall.synced_times(lambda i: fn(), n, warmup)
 
 
 def _loader_run(source, n_batches, warmup, **kwargs):
