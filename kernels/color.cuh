@@ -35,6 +35,22 @@ __device__ __forceinline__ void hsv_from_bgr_u8(int b, int g, int r, int hrange,
     hsv[2] = v;
 }
 
+// The sector formula both HSV -> BGR conversions end in (OpenCV's tab and sector_data):
+// v, s in [0, 1], the sector 0..5 and its fraction f -> b, g, r in [0, 1].
+__device__ __forceinline__ void bgr_from_hsv_sector(float s, float v, int sector, float f, float* bgr) {
+    float tab[4];
+    tab[0] = v;
+    tab[1] = __fmul_rn(v, __fsub_rn(1.0f, s));
+    tab[2] = __fmul_rn(v, __fmaf_rn(-s, f, 1.0f));
+    tab[3] = __fmul_rn(v, __fmaf_rn(-s, __fsub_rn(1.0f, f), 1.0f));
+    // which of tab is b, g, r in each sector
+    const int b_of[6] = {1, 1, 3, 0, 0, 2}, g_of[6] = {3, 0, 0, 2, 1, 1},
+              r_of[6] = {0, 2, 1, 1, 3, 0};
+    bgr[0] = tab[b_of[sector]];
+    bgr[1] = tab[g_of[sector]];
+    bgr[2] = tab[r_of[sector]];
+}
+
 // HSV -> BGR, uint8 (HSV2RGB_b): hrange 180, or 255 for the _FULL codes (OpenCV's value).
 // vector: OpenCV's vector code (sector by truncation, v * 255 truncated) rather than its
 // scalar code (sector from fmod / floor, v * 255 rounded half to even).
@@ -56,15 +72,8 @@ __device__ __forceinline__ void bgr_from_hsv_u8(int hi, int si, int vi, int hran
         f = __fsub_rn(hx, (float)sector);
         if ((unsigned)sector >= 6u) sector = 0, f = 0.0f;
     }
-    float tab[4];
-    tab[0] = v;
-    tab[1] = __fmul_rn(v, __fsub_rn(1.0f, s));
-    tab[2] = __fmul_rn(v, __fmaf_rn(-s, f, 1.0f));
-    tab[3] = __fmul_rn(v, __fmaf_rn(-s, __fsub_rn(1.0f, f), 1.0f));
-    // which of tab is b, g, r in each sector (OpenCV's sector_data)
-    const int b_of[6] = {1, 1, 3, 0, 0, 2}, g_of[6] = {3, 0, 0, 2, 1, 1},
-              r_of[6] = {0, 2, 1, 1, 3, 0};
-    const float out[3] = {tab[b_of[sector]], tab[g_of[sector]], tab[r_of[sector]]};
+    float out[3];
+    bgr_from_hsv_sector(s, v, sector, f, out);
 #pragma unroll
     for (int c = 0; c < 3; ++c) {
         const float x = __fmul_rn(out[c], 255.0f);
@@ -106,16 +115,7 @@ __device__ __forceinline__ void bgr_from_hsv_f32(float h, float s, float v, floa
     int sector = (int)floorf(hx);
     float f = __fsub_rn(hx, (float)sector);
     if ((unsigned)sector >= 6u) sector = 0, f = 0.0f;
-    float tab[4];
-    tab[0] = v;
-    tab[1] = __fmul_rn(v, __fsub_rn(1.0f, s));
-    tab[2] = __fmul_rn(v, __fmaf_rn(-s, f, 1.0f));
-    tab[3] = __fmul_rn(v, __fmaf_rn(-s, __fsub_rn(1.0f, f), 1.0f));
-    const int b_of[6] = {1, 1, 3, 0, 0, 2}, g_of[6] = {3, 0, 0, 2, 1, 1},
-              r_of[6] = {0, 2, 1, 1, 3, 0};
-    bgr[0] = tab[b_of[sector]];
-    bgr[1] = tab[g_of[sector]];
-    bgr[2] = tab[r_of[sector]];
+    bgr_from_hsv_sector(s, v, sector, f, bgr);
 }
 
 // BT.601 YCrCb (OpenCV's RGB2YCrCb_i / YCrCb2RGB_i, 14-bit fixed point; _f in float32).
