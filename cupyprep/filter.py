@@ -60,11 +60,7 @@ def gaussian_blur(img, ksize, sigma_x, sigma_y=0.0, *, border="reflect101", layo
     if isinstance(img, (list, tuple)):
         return _each(img, out, lambda im, o: gaussian_blur(im, ksize, sigma_x, sigma_y,
                                                            border=border, layout=layout, out=o))
-    call = _arrays.prepare(img, "img")
-    arr = call.array
-    dtype = _validate.dtype_in("img", arr, spec.DTYPES)
-    geo = _validate.image_layout("img", arr, layout)
-    border = _border(border)
+    call, arr, dtype, geo, border = _image(img, layout, border)
     kh, kw = _ksize("ksize", ksize, allow_zero=True)
     sx, sy = _sigma("sigma_x", sigma_x), _sigma("sigma_y", sigma_y)
     if sy <= 0:
@@ -124,11 +120,7 @@ def box_filter(img, ksize, *, normalize=True, anchor=None, border="reflect101", 
         return _each(img, out, lambda im, o: box_filter(im, ksize, normalize=normalize,
                                                         anchor=anchor, border=border,
                                                         layout=layout, out=o))
-    call = _arrays.prepare(img, "img")
-    arr = call.array
-    dtype = _validate.dtype_in("img", arr, spec.DTYPES)
-    geo = _validate.image_layout("img", arr, layout)
-    border = _border(border)
+    call, arr, dtype, geo, border = _image(img, layout, border)
     kh, kw = _ksize("ksize", ksize, allow_zero=False)
     if normalize is not True and normalize is not False:
         raise TypeError(f"normalize: expected True or False, got {normalize!r}")
@@ -161,6 +153,14 @@ def _each(images, out, fn):
         raise ValueError(f"out: expected a list of {len(images)} arrays for a list of images, "
                          f"got {_arrays.describe(out)}")
     return [fn(im, None if out is None else out[i]) for i, im in enumerate(images)]
+
+
+def _image(img, layout, border):
+    """``(call, array, dtype, layout geometry, border)`` of a filter's one image or batch."""
+    call = _arrays.prepare(img, "img")
+    arr = call.array
+    return (call, arr, _validate.dtype_in("img", arr, spec.DTYPES), _validate.image_layout("img", arr, layout),
+            _border(border))
 
 
 def _border(border):

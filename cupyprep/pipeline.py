@@ -267,15 +267,15 @@ class _Pipeline:
                 self._skip(sample, exc)
         if self.on_error == "skip" and kept:
             # a frame unlike the others (dtype, channels) is skipped, not the whole batch
-            form = self.form or _common_form([self._form_of(d[0]) for _, d in kept])
-            for sample, d in kept:
-                if self._form_of(d[0]) != form:
-                    dtype, channels = self._form_of(d[0])
+            forms = [self._form_of(d[0]) for _, d in kept]
+            form = self.form or _common_form(forms)
+            for (sample, d), (dtype, channels) in zip(kept, forms):
+                if (dtype, channels) != form:
                     self._skip(sample, ValueError(
                         f"source element {sample.position}: {channels} channel(s) of {dtype} "
                         f"({_describe_item(d[0])}); the Loader's frames have {form[1]} "
                         f"channel(s) of {form[0]}"))
-            kept = [(sample, d) for sample, d in kept if self._form_of(d[0]) == form]
+            kept = [item for item, f in zip(kept, forms) if f == form]
             self.form = form
         positions = [sample.position for sample, _ in kept]
         decoded = [d for _, d in kept]
