@@ -3,6 +3,7 @@ GPU, NumPy on the CPU backend otherwise), printing device memory (CuPy's pool an
 allocator), host RSS after warm-up and at the end, and the kernel and table cache sizes.
 
     python -m benchmarks.soak --calls 100000
+    python -m benchmarks.soak --families nms,resize --kinds torch   # a part, e.g. one process each
 """
 from __future__ import annotations
 
@@ -79,7 +80,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=100_000, help="calls of each op family and kind")
     parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--families", default="", help="comma-separated family names (default: all)")
+    parser.add_argument("--kinds", default="", help="comma-separated input kinds: numpy, cupy, torch")
     args = parser.parse_args(argv)
+    chosen = set(filter(None, args.families.split(",")))
     rng = np.random.default_rng(0)
     kinds = {"numpy": lambda a: a}
     try:
@@ -97,9 +101,13 @@ def main(argv=None):
                 pass
     except Exception:
         pass
+    if args.kinds:
+        kinds = {k: v for k, v in kinds.items() if k in args.kinds.split(",")}
     print("start", memory())
     for kind, convert in kinds.items():
         for name, call in families(rng):
+            if chosen and name not in chosen:
+                continue
             for _ in range(args.warmup):
                 call(convert)
             before = memory()
