@@ -76,7 +76,8 @@ def warm_cases():
     return [
         ("resize", (imgs,), lambda x: cupyprep.resize(x, (17, 29))),
         ("resize_area", (imgs,), lambda x: cupyprep.resize(x, (17, 29), interpolation="area")),
-        ("normalize", (imgs,), lambda x: cupyprep.normalize(x, (0.4, 0.5, 0.6), (0.2, 0.2, 0.2), scale=1 / 255)),
+        ("normalize", (imgs,),
+         lambda x: cupyprep.normalize(x, (0.4, 0.5, 0.6), (0.2, 0.2, 0.2), scale=1 / 255)),
         ("to_gray", (imgs,), cupyprep.to_gray),
         ("warp_affine", (imgs,), lambda x: cupyprep.warp_affine(x, rot, (30, 40))),
         ("nms", (boxes, scores), lambda b, s: cupyprep.nms(b, s, 0.5, return_count=True)),
@@ -254,7 +255,8 @@ def in_two_threads(meeting, a_work, b_work):
             meeting.give_up()
 
     gc.collect()  # now, not during the capture: a CUDA object freed then may make a call it refuses
-    threads = [threading.Thread(target=body, args=(n, w), daemon=True) for n, w in (("A", a_work), ("B", b_work))]
+    threads = [threading.Thread(target=body, args=(name, work), daemon=True)
+               for name, work in (("A", a_work), ("B", b_work))]
     for t in threads:
         t.start()
     for t in threads:
@@ -416,25 +418,27 @@ def check_replay(cap, args, fresh, outs, want):
 @pytest.mark.parametrize("kind", ["cupy", "torch"])
 def test_calls_beside_a_thread_local_or_relaxed_capture_work_as_usual(kind, mode):
     """While thread A's capture (``thread_local``, or ``relaxed``: CuPy's default) is open,
-    thread B on its own stream uploads host inputs, calls several op families (one a first
-    call of new sizes, whose tables it uploads), reads the results back and allocates
-    device memory with a raw ``cudaMalloc``: all of it works, and the results equal serial
-    calls. A's graph then replays new input values as a direct call computes them."""
+    thread B on its own stream uploads host inputs, calls several op families (with the
+    :func:`cold_cases`: a first call of new sizes, whose tables it makes and uploads, and of
+    a kernel variant), reads the results back and allocates device memory with a raw
+    ``cudaMalloc``: all of it works, and the results equal serial calls (for the cold
+    cases, made after the capture; the new area tables give OpenCV's result). A's graph
+    then replays new input values as a direct call computes them."""
     if kind == "torch":
         pytest.importorskip("torch")
     skip_without_pool(kind, mode)
     import cupy
 
     convert = to_device(kind)
-    cases = warm_cases() + cold_cases()
-    serial = {name: to_host(out) for name, out in calls(cases, upload(cases, convert)).items()}
+    warm, cold = warm_cases(), cold_cases()
+    serial = {name: to_host(out) for name, out in calls(warm, upload(warm, convert)).items()}
     args = [convert(a) for a in a_inputs(41)]
     fresh = [convert(a) for a in a_inputs(42)]
     want = to_host(flat(captured_ops(*fresh)))
     synchronize()
 
     meeting, cap = Meeting(), capture(kind, mode)
-    warm = warm_cases()
+    cases = warm + cold  # the cold ones' first calls in this test are B's, under the capture
 
     def under():
         got = {name: to_host(out) for name, out in calls(cases, upload(cases, convert)).items()}
@@ -445,7 +449,11 @@ def test_calls_beside_a_thread_local_or_relaxed_capture_work_as_usual(kind, mode
             meeting, lambda: a_work(cap, args, meeting),
             lambda: b_work(kind, meeting, lambda: calls(warm, upload(warm, convert)), under))
     cupy.cuda.runtime.free(block)  # after the capture: cudaFree may synchronize the device
+    serial.update((name, to_host(out)) for name, out in calls(cold, upload(cold, convert)).items())
     assert_same(got, serial, "thread B under the capture")
+    area = {name: inputs for name, inputs, _ in cold}["resize_area_new_sizes"][0]
+    np.testing.assert_array_equal(got["resize_area_new_sizes"][0],  # tables B made: OpenCV's result
+                                  cupyprep.resize(area, (13, 21), interpolation="area"))
     assert end_error is None, describe_error(end_error)
     check_replay(cap, args, fresh, outs, want)
 
@@ -472,7 +480,8 @@ def test_global_capture_refuses_another_threads_malloc():
         return None
 
     (_, end_error), refused = in_two_threads(
-        meeting, lambda: a_work(cap, (x, boxes, scores), meeting), lambda: b_work("cupy", meeting, lambda: None, under))
+        meeting, lambda: a_work(cap, (x, boxes, scores), meeting),
+        lambda: b_work("cupy", meeting, lambda: None, under))
     assert refused is not None, "cudaMalloc in another thread worked under a global capture"
     assert end_error is not None and is_cuda_error(end_error), "the refusal did not invalidate the capture"
     cupy.cuda.runtime.free(cupy.cuda.runtime.malloc(1 << 20))
