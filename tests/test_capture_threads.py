@@ -163,16 +163,16 @@ def fill(a, value):
 
 @contextlib.contextmanager
 def poisoned():
-    """While entered, every array an op allocates (its outputs, and the scratch carved from
-    such allocations) starts filled with :func:`poison_value` (on the launch stream, so a
-    capture captures the fill too)."""
+    """While entered, every integer or float array an op allocates (its outputs, and scratch
+    carved from such allocations) starts filled with :func:`poison_value`, on the launch
+    stream (so a capture captures the fill too)."""
     from cupyprep import _arrays
 
     allocate = _arrays.Prepared.output
 
     def output(self, out, shape, dtype, name="out"):
         native, view = allocate(self, out, shape, dtype, name)
-        if out is None:
+        if out is None and np.dtype(dtype).kind in "fiu":
             view.fill(poison_value(dtype))
         return native, view
 
@@ -254,13 +254,21 @@ def in_two_threads(meeting, a_work, b_work):
             errors.append(exc)
             meeting.give_up()
 
-    gc.collect()  # now, not during the capture: a CUDA object freed then may make a call it refuses
     threads = [threading.Thread(target=body, args=(name, work), daemon=True)
                for name, work in (("A", a_work), ("B", b_work))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(3 * WAIT)
+    # collect now and not while the capture is open: a CUDA object freed then (a stream, an
+    # event) makes a call the capture may refuse
+    gc.collect()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(3 * WAIT)
+    finally:
+        if collecting:
+            gc.enable()
     assert not any(t.is_alive() for t in threads), "a thread did not finish"
     if errors:
         raise errors[0]
@@ -386,14 +394,14 @@ def b_work(kind, meeting, before, under):
     is open; returns what ``under()`` returned."""
     stream = own_stream(kind)
     meeting.keep.append(stream)  # a CuPy stream destroyed while the capture is open: a call it may refuse
-    with stream:
-        before()
-        meeting.ready.wait()
-        meeting.wait(meeting.opened, "thread A's capture to open")
-        try:
+    try:
+        with stream:
+            before()
+            meeting.ready.wait()
+            meeting.wait(meeting.opened, "thread A's capture to open")
             return under()
-        finally:
-            meeting.done.set()
+    finally:
+        meeting.done.set()
 
 
 def check_replay(cap, args, fresh, outs, want):
