@@ -32,12 +32,15 @@ def launch_1d(fn, total, args):
 def launch_3d(fn, n, h, w, args, block_x=BLOCK_3D, block_y=1):
     """Launch a kernel over an (n, h, w) grid: x across blocks and threads, a row (or, with
     ``block_y`` threads along y, ``block_y`` rows) per blockIdx.y, an image per blockIdx.z
-    (the kernel loops past the grid's limits)."""
+    (the kernel loops past the grid's limits). Returns the ``(grid, block)`` launched, None
+    for an empty grid."""
     if n <= 0 or h <= 0 or w <= 0:
-        return
+        return None
     grid = (min((w + block_x - 1) // block_x, 65535), min((h + block_y - 1) // block_y, 65535),
             min(n, 65535))
-    fn(grid, (block_x, block_y, 1), args)
+    block = (block_x, block_y, 1)
+    fn(grid, block, args)
+    return grid, block
 
 
 def by_value(values, dtype, count):

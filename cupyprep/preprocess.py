@@ -5,7 +5,7 @@ import functools
 
 import numpy as np
 
-from . import _arrays, _kernels, _resizing, _transfers, _validate, cpu
+from . import _arrays, _kernels, _plans, _resizing, _transfers, _validate, cpu
 from ._arrays import dense_pixels
 from ._launch import by_value, launch_3d, no_ragged
 from ._preprocess_meta import PreprocessMeta
@@ -13,6 +13,10 @@ from ._specs import preprocess as spec
 from ._specs.preprocess import MODES
 
 __all__ = ["preprocess", "PreprocessMeta", "MODES"]
+
+# Launch plans of uniform batches (see _plans): a repeated call with the same geometry and
+# options launches the stored plan
+_PLANS = _plans.PlanCache()
 
 # A uniform launch's by-value list arguments (ByValue<RaggedImage, 1>, ByValue<int, 1>: unread)
 _NO_LIST = (no_ragged(1), by_value((), np.int32, 1))
@@ -88,6 +92,11 @@ def _resized(image, plan_row, interpolation, antialias):
     if antialias:
         return _resizing.resize_antialias(image, size, interpolation, layout, None)
     return _resizing.resize_images(image, size, "area", layout, None)
+
+
+def _copy(meta):
+    """A meta of the same values that shares no array with ``meta``."""
+    return PreprocessMeta(meta.orig_size.copy(), meta.resized_size.copy(), meta.offset.copy(), meta.size)
 
 
 def _gather(images):
@@ -179,6 +188,18 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     >>> batch, meta = cupyprep.preprocess(frames, (640, 640))            # doctest: +SKIP
     >>> boxes_in_frames = meta.to_original(boxes_in_network)            # doctest: +SKIP
     """
+    key = None
+    if out is None:
+        key = _plans.array_key(images)
+        if key is not None:
+            key = (key, _plans.options_key((size, mode, resize_size, interpolation, antialias, pad_value,
+                                            mean, std, scale, swap_rb, layout, dtype)))
+            found = _PLANS.get(key)
+            if found is not None:
+                units, meta = found.extra
+                if units is not None:
+                    _validate.units(*units)
+                return found.run(images, key[0][0]), _copy(meta)
     first, arrays, uniform = _gather(images)
     H, W = _validate.size_hw("size", size)
     mode = _validate.choice("mode", mode, MODES)
@@ -217,8 +238,10 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     if any(s == 0 for s in std):
         raise ValueError(f"std: expected non-zero values, got {std}")
     scale = _validate.number("scale", scale)
+    units = None
     if given:
-        _validate.units("preprocess", mean, std, given, scale, in_dtype, default_scale=1 / 255)
+        units = ("preprocess", mean, std, given, scale, in_dtype, 1 / 255)
+        _validate.units(*units)
     swap_rb = _validate.flag("swap_rb", swap_rb) and c >= 3
     pad = _validate.fill_values("pad_value", pad_value, c, in_dtype, in_dtype, "images")
     if uniform:  # one geometry for the whole batch
@@ -245,7 +268,8 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     xp = first.xp
     inputs = [arr] if uniform else arrays
     with first.launch(), first.writing(out, out_shape, out_dtype, inputs) as (native, dst):
-        if antialias or (interpolation == "area" and not _all_area_fast(sizes, plans, uniform)):
+        two_steps = antialias or (interpolation == "area" and not _all_area_fast(sizes, plans, uniform))
+        if two_steps:
             # OpenCV's weighted / upscaling area is resize()'s kernel, and the antialiased
             # resize resize_aa.cu's (their tables kept per geometry); the fused kernel then
             # places, pads and normalizes the resized pixels at scale 1, where nearest is a copy
@@ -292,8 +316,10 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         fn = _kernels.get_function(spec.FILE, tuning.expr(interpolation, in_dtype, out_dtype, c,
                                                           dense, not uniform, layout == "NHWC"))
         rows, xpt = tuning.rows_per_block, tuning.x_per_thread
-        launch_3d(fn, n, (H + rows - 1) // rows, (W + xpt - 1) // xpt,
-                  tables + (dst, i32(H), i32(W), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
-                            i32(swap_rb), f32(scale), *m, *sd, *p, i32(n), i32(rows)),
-                  block_x=tuning.block_x)
+        args = tables + (dst, i32(H), i32(W), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
+                         i32(swap_rb), f32(scale), *m, *sd, *p, i32(n), i32(rows))
+        shape = launch_3d(fn, n, (H + rows - 1) // rows, (W + xpt - 1) // xpt, args, block_x=tuning.block_x)
+        if shape is not None and key is not None and uniform and not two_steps:
+            _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, len(tables)), out_shape, out_dtype,
+                                              (units, _copy(meta))))
     return native, meta

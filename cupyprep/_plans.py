@@ -1,0 +1,162 @@
+"""Launch plans: what a repeated call with the same geometry reuses.
+
+An op's first call with a given input geometry (kind, dtype, shape, strides, device) and
+given options validates everything, works out its launch (kernel, grid, block and every
+by-value argument) and stores it here as a :class:`LaunchPlan` under a key of exactly those
+things. The next call with an equal key skips the validation and the planning it already
+passed: it allocates the output, puts the two pointers into the stored arguments and
+launches, in the same launch context (device, stream, allocator) as the first call.
+
+A key holds every argument's type as well as its value (``True`` and ``1`` are different
+keys), so a call that the first one's checks would refuse never finds a plan. Only device
+arrays get plans; the CPU backend runs as before.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+
+import numpy as np
+
+from . import _kernels
+from ._arrays import Prepared
+from ._torch import TensorView, torch_dtype
+
+__all__ = ["LaunchPlan", "PlanCache", "array_key", "options_key"]
+
+
+_KINDS: dict = {}  # type -> "torch" / "cupy" / "numpy" / None
+
+
+def _kind_of(x):
+    t = type(x)
+    kind = _KINDS.get(t, False)
+    if kind is False:
+        module = t.__module__.split(".")[0]
+        if module == "torch" and isinstance(x, sys.modules["torch"].Tensor):
+            kind = "torch"
+        elif module == "cupy" and isinstance(x, sys.modules["cupy"].ndarray):
+            kind = "cupy"
+        elif t is np.ndarray:
+            kind = "numpy"
+        else:
+            kind = None
+        _KINDS[t] = kind
+    return kind
+
+
+def array_key(x):
+    """The geometry of a device array, as a plan's key sees it: ``(kind, dtype, shape,
+    strides, device)``; None where a call on ``x`` gets no plan (host arrays, tensors that
+    need the general path's checks)."""
+    kind = _kind_of(x)
+    if kind == "torch":
+        if not x.is_cuda or x.is_nested or x.is_neg() or x.is_conj():
+            return None
+        return "torch", x.dtype, x.shape, x.stride(), x.get_device()
+    if kind == "cupy":
+        return "cupy", x.dtype, x.shape, x.strides, x.device.id
+    if kind == "numpy":
+        emulator = _kernels.current_emulator()
+        if emulator is None:  # the CPU backend
+            return None
+        return "numpy", x.dtype, x.shape, x.strides, emulator
+    return None
+
+
+def options_key(values):
+    """``values`` (an op's other arguments) with every element's type beside it, or None
+    where one cannot be a key (an array, a list of arrays)."""
+    out = []
+    for v in values:
+        t = type(v)
+        if t is tuple or t is list:
+            inner = []
+            for e in v:
+                te = type(e)
+                if te is tuple or te is list or te is np.ndarray:
+                    return None
+                inner.append((te, e))
+            out.append((t, tuple(inner)))
+        elif t is np.ndarray:
+            return None
+        else:
+            out.append((t, v))
+    try:
+        hash(tuple(out))
+    except TypeError:
+        return None
+    return tuple(out)
+
+
+class LaunchPlan:
+    """One kernel launch of a call, all but its input and output pointers fixed.
+
+    ``args`` is the first call's argument tuple; ``slots`` the positions of the input and
+    the output in it. ``extra`` is whatever else the op hands back (copied per call by the
+    op, so a caller changing it changes no later call's)."""
+
+    __slots__ = (
+        "args",
+        "block",
+        "extra",
+        "fn",
+        "grid",
+        "out_dtype",
+        "out_shape",
+        "out_torch_dtype",
+        "slots",
+    )
+
+    def __init__(self, fn, grid, block, args, slots, out_shape, out_dtype, extra=None):
+        self.fn, self.grid, self.block, self.args, self.slots = fn, grid, block, tuple(args), slots
+        self.out_shape, self.out_dtype, self.extra = tuple(out_shape), np.dtype(out_dtype), extra
+        self.out_torch_dtype = None
+
+    def run(self, x, kind):
+        """Launch on input ``x`` (of the kind the plan was made for) into a new output, in the
+        launch context the general path uses; returns the output."""
+        i_in, i_out = self.slots
+        args = list(self.args)
+        if kind == "torch":
+            call = Prepared(TensorView(x), "torch", True, x)
+            with call.launch():
+                dtype = self.out_torch_dtype
+                if dtype is None:
+                    dtype = self.out_torch_dtype = torch_dtype(self.out_dtype)
+                out = x.new_empty(self.out_shape, dtype=dtype)
+                args[i_in] = np.uint64(x.data_ptr())
+                args[i_out] = np.uint64(out.data_ptr())
+                self.fn(self.grid, self.block, tuple(args))
+            return out
+        call = Prepared(x, kind, True)
+        with call.launch():
+            out = call.xp.empty(self.out_shape, self.out_dtype)
+            args[i_in], args[i_out] = x, out
+            self.fn(self.grid, self.block, tuple(args))
+        return out
+
+
+class PlanCache:
+    """A bounded map from keys to plans (the oldest plan goes first when full)."""
+
+    def __init__(self, maxsize=256):
+        self._plans: dict = {}
+        self._maxsize = maxsize
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        return self._plans.get(key)
+
+    def put(self, key, plan):
+        with self._lock:
+            if key not in self._plans and len(self._plans) >= self._maxsize:
+                self._plans.pop(next(iter(self._plans)))
+            self._plans[key] = plan
+
+    def clear(self):
+        with self._lock:
+            self._plans.clear()
+
+    def __len__(self):
+        return len(self._plans)
