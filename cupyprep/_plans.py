@@ -5,7 +5,9 @@ given options validates everything, works out its launch (kernel, grid, block an
 by-value argument) and stores it here as a :class:`LaunchPlan` under a key of exactly those
 things. The next call with an equal key skips the validation and the planning it already
 passed: it allocates the output, puts the two pointers into the stored arguments and
-launches, in the same launch context (device, stream, allocator) as the first call.
+launches, in the same launch context (device, stream, allocator) as the first call. A
+given ``out`` is part of the key too (its geometry), and is checked for overlap with the
+input at every call.
 
 A key holds every argument's type as well as its value (``True`` and ``1`` are different
 keys), so a call that the first one's checks would refuse never finds a plan. Only device
@@ -19,10 +21,10 @@ import threading
 import numpy as np
 
 from . import _kernels
-from ._arrays import Prepared
+from ._arrays import Prepared, byte_span
 from ._torch import TensorView, torch_dtype
 
-__all__ = ["LaunchPlan", "PlanCache", "array_key", "options_key"]
+__all__ = ["LaunchPlan", "PlanCache", "array_key", "clear_all", "options_key", "overlap"]
 
 
 _KINDS: dict = {}  # type -> "torch" / "cupy" / "numpy" / None
@@ -113,34 +115,62 @@ class LaunchPlan:
         self.out_shape, self.out_dtype, self.extra = tuple(out_shape), np.dtype(out_dtype), extra
         self.out_torch_dtype = None
 
-    def run(self, x, kind):
-        """Launch on input ``x`` (of the kind the plan was made for) into a new output, in the
-        launch context the general path uses; returns the output."""
+    def run(self, x, kind, out=None):
+        """Launch on input ``x`` (of the kind the plan was made for) into a new output, or
+        into ``out`` (of the geometry the plan was made for), in the launch context the
+        general path uses; returns the output, or None where ``out`` overlaps ``x`` (the
+        general path then stages the output)."""
         i_in, i_out = self.slots
         args = list(self.args)
         if kind == "torch":
-            call = Prepared(TensorView(x), "torch", True, x)
+            view = TensorView(x)
+            if out is not None and overlap(view, TensorView(out)):
+                return None
+            call = Prepared(view, "torch", True, x)
             with call.launch():
-                dtype = self.out_torch_dtype
-                if dtype is None:
-                    dtype = self.out_torch_dtype = torch_dtype(self.out_dtype)
-                out = x.new_empty(self.out_shape, dtype=dtype)
+                if out is None:
+                    dtype = self.out_torch_dtype
+                    if dtype is None:
+                        dtype = self.out_torch_dtype = torch_dtype(self.out_dtype)
+                    out = x.new_empty(self.out_shape, dtype=dtype)
                 args[i_in] = np.uint64(x.data_ptr())
                 args[i_out] = np.uint64(out.data_ptr())
                 self.fn(self.grid, self.block, tuple(args))
             return out
+        if out is not None and overlap(x, out):
+            return None
         call = Prepared(x, kind, True)
         with call.launch():
-            out = call.xp.empty(self.out_shape, self.out_dtype)
+            if out is None:
+                out = call.xp.empty(self.out_shape, self.out_dtype)
             args[i_in], args[i_out] = x, out
             self.fn(self.grid, self.block, tuple(args))
         return out
+
+
+def overlap(a, b, kind=None):
+    """Whether arrays ``a`` and ``b`` share memory (torch tensors: ``kind="torch"``)."""
+    if kind == "torch":
+        a, b = TensorView(a), TensorView(b)
+    lo, hi = byte_span(a)
+    b_lo, b_hi = byte_span(b)
+    return lo < b_hi and b_lo < hi
+
+
+_CACHES: list = []  # every PlanCache made, for clear_all()
+
+
+def clear_all():
+    """Drop every stored plan (the next call of each geometry plans again)."""
+    for cache in _CACHES:
+        cache.clear()
 
 
 class PlanCache:
     """A bounded map from keys to plans (the oldest plan goes first when full)."""
 
     def __init__(self, maxsize=256):
+        _CACHES.append(self)
         self._plans: dict = {}
         self._maxsize = maxsize
         self._lock = threading.Lock()

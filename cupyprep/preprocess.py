@@ -109,6 +109,8 @@ def _gather(images):
     if arr.ndim == 4:
         return first, arr, True
     if arr.ndim in (2, 3):
+        if first.device:  # one image: a batch of one, the uniform launch (which a plan keeps)
+            return first, (arr[None] if arr.ndim == 3 else arr[None, :, :, None]), True
         return first, [arr], False
     raise ValueError(f"images: expected an NHWC batch, an HWC image or a list of HWC images, "
                      f"got {_arrays.describe(arr)}")
@@ -188,18 +190,20 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     >>> batch, meta = cupyprep.preprocess(frames, (640, 640))            # doctest: +SKIP
     >>> boxes_in_frames = meta.to_original(boxes_in_network)            # doctest: +SKIP
     """
-    key = None
-    if out is None:
-        key = _plans.array_key(images)
-        if key is not None:
-            key = (key, _plans.options_key((size, mode, resize_size, interpolation, antialias, pad_value,
-                                            mean, std, scale, swap_rb, layout, dtype)))
-            found = _PLANS.get(key)
-            if found is not None:
-                units, meta = found.extra
-                if units is not None:
-                    _validate.units(*units)
-                return found.run(images, key[0][0]), _copy(meta)
+    key = _plans.array_key(images)
+    if key is not None:
+        out_key = None if out is None else _plans.array_key(out)
+        key = None if out is not None and out_key is None else (
+            key, out_key, _plans.options_key((size, mode, resize_size, interpolation, antialias, pad_value,
+                                              mean, std, scale, swap_rb, layout, dtype)))
+        found = None if key is None else _PLANS.get(key)
+        if found is not None:
+            units, meta = found.extra
+            if units is not None:
+                _validate.units(*units)
+            batch = found.run(images, key[0][0], out)
+            if batch is not None:
+                return batch, _copy(meta)
     first, arrays, uniform = _gather(images)
     H, W = _validate.size_hw("size", size)
     mode = _validate.choice("mode", mode, MODES)
@@ -319,7 +323,8 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         args = tables + (dst, i32(H), i32(W), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
                          i32(swap_rb), f32(scale), *m, *sd, *p, i32(n), i32(rows))
         shape = launch_3d(fn, n, (H + rows - 1) // rows, (W + xpt - 1) // xpt, args, block_x=tuning.block_x)
-        if shape is not None and key is not None and uniform and not two_steps:
+        if (shape is not None and key is not None and uniform and not two_steps
+                and (out is None or not _plans.overlap(images, out, first.kind))):
             _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, len(tables)), out_shape, out_dtype,
                                               (units, _copy(meta))))
     return native, meta

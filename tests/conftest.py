@@ -111,6 +111,16 @@ def kernels(request):
         yield side
 
 
+@pytest.fixture(autouse=True)
+def fresh_launch_plans():
+    """Each test plans its calls afresh: a plan stored by an earlier test (same geometry,
+    other tuning or launch shape patched in) would otherwise skip what the test patches."""
+    from cupyprep import _plans
+
+    _plans.clear_all()
+    yield
+
+
 POISON = -31337.0  # no op with a poisoned_outputs test makes it from its inputs
 
 

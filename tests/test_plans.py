@@ -1,0 +1,187 @@
+"""Launch plans (cupyprep._plans): a repeated call with the same geometry and options
+launches the plan its first call stored, with the first call's results, and without the
+validation, planning, kernel lookup or CuPy view of a torch tensor again; a call that
+differs in anything (a value, a value's type, strides, an ``out`` that overlaps the input)
+takes the general path."""
+from __future__ import annotations
+
+import importlib
+import warnings
+
+import numpy as np
+import pytest
+
+import cupyprep
+from conftest import random_image
+from cupyprep import _kernels, _plans, _validate
+
+pp = importlib.import_module("cupyprep.preprocess")  # the module, not the function
+
+SIZE = (24, 32)
+
+
+def counting(monkeypatch, module, name):
+    """Record each call of ``module.name`` (still calling it)."""
+    calls = []
+    original = getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapper)
+    return calls
+
+
+def reference(kernels, batch, size, **kw):
+    """The batch and meta of the images of an NHWC NumPy batch as a list (the list launch,
+    which stores no plan; pinned to the CPU recipe in test_preprocess)."""
+    out, meta = cupyprep.preprocess([kernels.put(image) for image in batch], size, **kw)
+    return kernels.get(out), meta
+
+
+def assert_meta_equal(a, b):
+    for field in ("orig_size", "resized_size", "offset"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    assert a.size == b.size
+
+
+@pytest.mark.parametrize("shape, kw", [
+    ((1, 37, 53, 3), dict(dtype="float16")),
+    ((3, 19, 11, 3), dict(mode="center_crop", layout="NHWC", mean=(0.485, 0.456, 0.406),
+                          std=(0.229, 0.224, 0.225))),
+    ((2, 9, 40, 1), dict(mode="stretch", interpolation="nearest", dtype="uint8")),
+    ((48, 64, 3), dict(interpolation="area", pad_value=(1, 2, 3))),  # one HWC image, area at a whole factor
+    ((41, 29), dict(mode="letterbox_top_left", interpolation="cubic")),  # one HW image
+])
+def test_a_repeated_call_launches_its_plan(kernels, monkeypatch, shape, kw):
+    rng = np.random.default_rng(0)
+    first, second = (random_image(rng, shape, np.uint8) for _ in range(2))
+    a, meta_a = cupyprep.preprocess(kernels.put(first), SIZE, **kw)
+    lookups = counting(monkeypatch, _kernels, "get_function")
+    layouts = counting(monkeypatch, _validate, "image_layout")
+    plans = counting(monkeypatch, pp, "plan")
+    b, meta_b = cupyprep.preprocess(kernels.put(second), SIZE, **kw)
+    assert (lookups, layouts, plans) == ([], [], []), "the second call planned again"
+
+    def batch(x):  # one image as a batch of one
+        return x if x.ndim == 4 else x[None] if x.ndim == 3 else x[None, :, :, None]
+
+    for image, out, meta in ((first, a, meta_a), (second, b, meta_b)):
+        ref, ref_meta = reference(kernels, batch(image), SIZE, **kw)
+        np.testing.assert_array_equal(kernels.get(out), ref)
+        assert_meta_equal(meta, ref_meta)
+    # the general path (no plan) gives the replay's values
+    _plans.clear_all()
+    before = len(lookups)
+    c, meta_c = cupyprep.preprocess(kernels.put(second), SIZE, **kw)
+    assert len(lookups) == before + 1
+    np.testing.assert_array_equal(kernels.get(b), kernels.get(c))
+    assert_meta_equal(meta_b, meta_c)
+
+
+def test_out_is_written_and_an_overlapping_out_takes_the_general_path(kernels):
+    rng = np.random.default_rng(1)
+    shape = (2, 17, 23, 3)
+    kw = dict(mode="stretch", dtype="uint8", layout="NHWC", interpolation="nearest", swap_rb=False,
+              scale=1.0)
+    images = [random_image(rng, shape, np.uint8) for _ in range(4)]
+    for i, image in enumerate(images):  # a separate out: the plan stored, then replayed
+        out = kernels.poisoned(shape, np.uint8)
+        got, _ = cupyprep.preprocess(kernels.put(image), (17, 23), out=out, **kw)
+        assert got is out
+        np.testing.assert_array_equal(kernels.get(out), image, err_msg=f"call {i}")
+    assert len(pp._PLANS) == 1
+    # out = the input itself (same geometry, so the same key): staged by the general path
+    x = kernels.put(images[0][:, ::-1].copy())
+    got, _ = cupyprep.preprocess(x, (17, 23), out=x, **kw)
+    np.testing.assert_array_equal(kernels.get(got), images[0][:, ::-1])
+
+
+def test_values_of_other_types_or_geometry_get_their_own_plan(kernels):
+    rng = np.random.default_rng(2)
+    image = kernels.put(random_image(rng, (1, 21, 30, 3), np.uint8))
+    cupyprep.preprocess(image, SIZE)
+    assert len(pp._PLANS) == 1
+    with pytest.raises(TypeError, match="size"):  # equal to (24, 32), refused as the first call would
+        cupyprep.preprocess(image, (24.0, 32))
+    with pytest.raises(TypeError, match="swap_rb"):
+        cupyprep.preprocess(image, SIZE, swap_rb=2)
+    cupyprep.preprocess(image, SIZE, swap_rb=1)  # the int 1 is a flag too, but its own key
+    cupyprep.preprocess(image, list(SIZE))
+    assert len(pp._PLANS) == 3
+    strided = kernels.put(random_image(rng, (1, 21, 60, 3), np.uint8))[:, :, ::2]
+    got, _ = cupyprep.preprocess(strided, SIZE)
+    assert len(pp._PLANS) == 4
+    ref, _ = reference(kernels, kernels.get(strided), SIZE)
+    np.testing.assert_array_equal(kernels.get(got), ref)
+
+
+def test_a_replay_returns_its_own_meta_and_warns_again(kernels):
+    rng = np.random.default_rng(3)
+    image = kernels.put(random_image(rng, (1, 30, 50, 3), np.uint8))
+    stats = dict(mean=(123.7, 116.3, 103.5), std=(58.4, 57.1, 57.4))  # 0..255 statistics at scale 1/255
+    for _ in range(3):
+        with pytest.warns(cupyprep.UnitsWarning):
+            _, meta = cupyprep.preprocess(image, SIZE, **stats)
+        expected = meta.offset.copy()
+        meta.offset[:] = 99  # the caller's copy only
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cupyprep.UnitsWarning)
+        _, meta = cupyprep.preprocess(image, SIZE, **stats)
+    np.testing.assert_array_equal(meta.offset, expected)
+
+
+def test_the_cpu_backend_stores_no_plan():
+    image = np.zeros((1, 8, 8, 3), np.uint8)
+    cupyprep.preprocess(image, SIZE)
+    cupyprep.preprocess(image, SIZE)
+    assert len(pp._PLANS) == 0
+    assert _plans.array_key(image) is None
+
+
+def test_plan_cache_is_bounded():
+    cache = _plans.PlanCache(maxsize=3)
+    for i in range(5):
+        cache.put(i, object())
+    assert len(cache) == 3 and cache.get(0) is None and cache.get(4) is not None
+
+
+# --- torch on a GPU -------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_torch_replays_make_no_cupy_view_and_follow_the_stream(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from cupyprep import _arrays
+
+    rng = np.random.default_rng(4)
+    frames = [random_image(rng, (1080, 1920, 3), np.uint8) for _ in range(3)]
+    x = torch.from_numpy(frames[0]).cuda()
+    cupyprep.preprocess(x, (640, 640), dtype="float16")
+    views = counting(monkeypatch, _arrays, "from_torch")
+    lookups = counting(monkeypatch, _kernels, "get_function")
+    x.copy_(torch.from_numpy(frames[1]))
+    got, meta = cupyprep.preprocess(x, (640, 640), dtype="float16")
+    assert (views, lookups) == ([], []), "the replay made a CuPy view or looked a kernel up"
+    def ref(frame):  # the list launch, which stores no plan
+        return cupyprep.preprocess([torch.from_numpy(frame).cuda()], (640, 640), dtype="float16")[0].cpu().numpy()
+
+    np.testing.assert_array_equal(got.cpu().numpy(), ref(frames[1]))
+    # on a chosen stream, ordered after the caller's stream
+    side = torch.cuda.Stream()
+    out = torch.full((1, 3, 640, 640), float("nan"), dtype=torch.float16, device="cuda")
+    cupyprep.preprocess(x, (640, 640), dtype="float16", out=out)  # the out= plan
+    x2 = torch.from_numpy(frames[2]).cuda()
+    with cupyprep.stream(side):
+        cupyprep.preprocess(x2, (640, 640), dtype="float16", out=out)
+    side.synchronize()
+    np.testing.assert_array_equal(out.cpu().numpy(), ref(frames[2]))
+    # captured into a CUDA graph (a replayed plan), then the graph replayed on new values
+    static = torch.from_numpy(frames[0]).cuda()
+    cupyprep.preprocess(static, (640, 640), dtype="float16")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured, _ = cupyprep.preprocess(static, (640, 640), dtype="float16")
+    static.copy_(torch.from_numpy(frames[1]))
+    graph.replay()
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(captured.cpu().numpy(), ref(frames[1]))
