@@ -14,6 +14,7 @@ to the unprofiled per-call time).
 """
 from __future__ import annotations
 
+import contextlib
 import cProfile
 import pstats
 import statistics
@@ -76,6 +77,30 @@ def host_profile(fn, eager_ms, calls=CALLS):
     return {k: v / whole * eager_ms * 1e3 for k, v in totals.items() if v}
 
 
+class _NoPlans:
+    """A plan cache that keeps nothing: every call takes the general path."""
+
+    def get(self, key):
+        return None
+
+    def put(self, key, plan):
+        pass
+
+
+@contextlib.contextmanager
+def general_path():
+    """preprocess without its launch plans (the path of a call with a new geometry), to
+    show what the plans save in the same run."""
+    import importlib
+
+    module = importlib.import_module("cupyprep.preprocess")
+    kept, module._PLANS = module._PLANS, _NoPlans()
+    try:
+        yield
+    finally:
+        module._PLANS = kept
+
+
 class Rows:
     def __init__(self, bench, profile):
         self.bench, self.profile = bench, profile
@@ -116,6 +141,11 @@ def run(bench, profile=False):
     out1 = torch.empty((1, 3, 640, 640), dtype=torch.float16, device="cuda")
     rows.add("S1", "cupyprep preprocess", lambda i: cupyprep.preprocess(frame, (640, 640), dtype="float16",
                                                                           out=out1))
+    rows.add("S1", "cupyprep preprocess, output allocated", lambda i: cupyprep.preprocess(
+        frame, (640, 640), dtype="float16"))
+    with general_path():
+        rows.add("S1", "cupyprep preprocess, general path (no plan)", lambda i: cupyprep.preprocess(
+            frame, (640, 640), dtype="float16", out=out1))
 
     def torch_s1(i):
         x = frame.permute(2, 0, 1)[None].flip(1).float()
