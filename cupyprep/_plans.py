@@ -22,9 +22,10 @@ import numpy as np
 
 from . import _kernels
 from ._arrays import Prepared, byte_span
+from ._launch import ragged_records
 from ._torch import TensorView, torch_dtype
 
-__all__ = ["LaunchPlan", "PlanCache", "array_key", "clear_all", "options_key", "overlap"]
+__all__ = ["LaunchPlan", "PlanCache", "array_key", "clear_all", "list_key", "options_key", "overlap"]
 
 
 _KINDS: dict = {}  # type -> "torch" / "cupy" / "numpy" / None
@@ -66,6 +67,21 @@ def array_key(x):
     return None
 
 
+def list_key(images, most):
+    """``array_key`` of each image of a list (or tuple) of 1 to ``most`` device images, or
+    None."""
+    t = type(images)
+    if (t is not list and t is not tuple) or not 0 < len(images) <= most:
+        return None
+    keys = []
+    for a in images:
+        k = array_key(a)
+        if k is None:
+            return None
+        keys.append(k)
+    return t, tuple(keys)
+
+
 def options_key(values):
     """``values`` (an op's other arguments) with every element's type beside it, or None
     where one cannot be a key (an array, a list of arrays)."""
@@ -94,64 +110,84 @@ def options_key(values):
 class LaunchPlan:
     """One kernel launch of a call, all but its input and output pointers fixed.
 
-    ``args`` is the first call's argument tuple; ``slots`` the positions of the input and
-    the output in it. ``extra`` is whatever else the op hands back (copied per call by the
-    op, so a caller changing it changes no later call's)."""
+    ``args`` is the first call's argument tuple; ``slots`` the positions of the input (None
+    for a list) and the output in it. For a list of images, ``ragged`` is ``(slot, sizes,
+    strides)``: the position of the by-value records (:func:`cupyprep._launch.ragged_records`)
+    whose pointers change, and the images' sizes and element strides. ``extra`` is whatever
+    else the op hands back (copied per call by the op, so a caller changing it changes no
+    later call's)."""
 
-    __slots__ = (
-        "args",
-        "block",
-        "extra",
-        "fn",
-        "grid",
-        "out_dtype",
-        "out_shape",
-        "out_torch_dtype",
-        "slots",
-    )
+    __slots__ = ("args", "block", "extra", "fn", "grid", "out_dtype", "out_shape", "out_torch_dtype",
+                 "ragged", "slots")
 
-    def __init__(self, fn, grid, block, args, slots, out_shape, out_dtype, extra=None):
+    def __init__(self, fn, grid, block, args, slots, out_shape, out_dtype, extra=None, ragged=None):
         self.fn, self.grid, self.block, self.args, self.slots = fn, grid, block, tuple(args), slots
         self.out_shape, self.out_dtype, self.extra = tuple(out_shape), np.dtype(out_dtype), extra
         self.out_torch_dtype = None
+        self.ragged = ragged
 
     def run(self, x, kind, out=None):
-        """Launch on input ``x`` (of the kind the plan was made for) into a new output, or
-        into ``out`` (of the geometry the plan was made for), in the launch context the
-        general path uses; returns the output, or None where ``out`` overlaps ``x`` (the
-        general path then stages the output)."""
+        """Launch on input ``x`` (an array, or a list of images, of the kind the plan was
+        made for) into a new output, or into ``out`` (of the geometry the plan was made
+        for), in the launch context the general path uses; returns the output, or None
+        where ``out`` overlaps an input (the general path then stages the output)."""
         i_in, i_out = self.slots
         args = list(self.args)
-        if kind == "torch":
-            view = TensorView(x)
-            if out is not None and overlap(view, TensorView(out)):
+        ragged = self.ragged
+        torch = kind == "torch"
+        if ragged is None:
+            views = [TensorView(x) if torch else x]
+            first = x
+        else:
+            views = [TensorView(t) for t in x] if torch else x
+            first = x[0]
+        if out is not None:
+            target = TensorView(out) if torch else out
+            if any(overlap(v, target) for v in views):
                 return None
-            call = Prepared(view, "torch", True, x)
-            with call.launch():
+        call = Prepared(views[0], kind, True, first) if torch else Prepared(first, kind, True)
+        with call.launch():
+            if ragged is not None:
+                slot, sizes, strides = ragged
+                args[slot] = _records(args[slot], views, sizes, strides)
+            if torch:
                 if out is None:
                     dtype = self.out_torch_dtype
                     if dtype is None:
                         dtype = self.out_torch_dtype = torch_dtype(self.out_dtype)
-                    out = x.new_empty(self.out_shape, dtype=dtype)
-                args[i_in] = np.uint64(x.data_ptr())
+                    out = first.new_empty(self.out_shape, dtype=dtype)
+                if i_in is not None:
+                    args[i_in] = np.uint64(views[0].ptr)
                 args[i_out] = np.uint64(out.data_ptr())
-                self.fn(self.grid, self.block, tuple(args))
-            return out
-        if out is not None and overlap(x, out):
-            return None
-        call = Prepared(x, kind, True)
-        with call.launch():
-            if out is None:
-                out = call.xp.empty(self.out_shape, self.out_dtype)
-            args[i_in], args[i_out] = x, out
+            else:
+                if out is None:
+                    out = call.xp.empty(self.out_shape, self.out_dtype)
+                if i_in is not None:
+                    args[i_in] = x
+                args[i_out] = out
             self.fn(self.grid, self.block, tuple(args))
         return out
 
 
-def overlap(a, b, kind=None):
-    """Whether arrays ``a`` and ``b`` share memory (torch tensors: ``kind="torch"``)."""
-    if kind == "torch":
-        a, b = TensorView(a), TensorView(b)
+def _records(stored, arrays, sizes, strides):
+    """The by-value records of a list launch for ``arrays`` (of the stored sizes and
+    strides): the stored ones with the arrays' pointers written in (under the emulator,
+    records that carry the arrays)."""
+    if _kernels.current_emulator() is not None:
+        return ragged_records(arrays, sizes, strides)[1]
+    records = np.empty((), stored.dtype)
+    records[()] = stored  # a copy (the stored records stay as they were), then the pointers
+    records["v"]["ptr"][:len(arrays)] = [a.data.ptr for a in arrays]
+    return records[()]
+
+
+def overlap(a, b):
+    """Whether arrays ``a`` and ``b`` (NumPy, CuPy, torch or :class:`TensorView`) share
+    memory."""
+    if _kind_of(a) == "torch":
+        a = TensorView(a)
+    if _kind_of(b) == "torch":
+        b = TensorView(b)
     lo, hi = byte_span(a)
     b_lo, b_hi = byte_span(b)
     return lo < b_hi and b_lo < hi

@@ -10,6 +10,7 @@ from ._arrays import dense_pixels
 from ._launch import by_value, launch_3d, no_ragged
 from ._preprocess_meta import PreprocessMeta
 from ._specs import preprocess as spec
+from ._specs._common import IMAGES_BY_VALUE
 from ._specs.preprocess import MODES
 
 __all__ = ["preprocess", "PreprocessMeta", "MODES"]
@@ -190,7 +191,12 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     >>> batch, meta = cupyprep.preprocess(frames, (640, 640))            # doctest: +SKIP
     >>> boxes_in_frames = meta.to_original(boxes_in_network)            # doctest: +SKIP
     """
-    key = _plans.array_key(images)
+    if type(images) is list or type(images) is tuple:
+        key = _plans.list_key(images, IMAGES_BY_VALUE)
+        kind = None if key is None else key[1][0][0]
+    else:
+        key = _plans.array_key(images)
+        kind = None if key is None else key[0]
     if key is not None:
         out_key = None if out is None else _plans.array_key(out)
         key = None if out is not None and out_key is None else (
@@ -201,7 +207,7 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
             units, meta = found.extra
             if units is not None:
                 _validate.units(*units)
-            batch = found.run(images, key[0][0], out)
+            batch = found.run(images, kind, out)
             if batch is not None:
                 return batch, _copy(meta)
     first, arrays, uniform = _gather(images)
@@ -323,8 +329,9 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         args = tables + (dst, i32(H), i32(W), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
                          i32(swap_rb), f32(scale), *m, *sd, *p, i32(n), i32(rows))
         shape = launch_3d(fn, n, (H + rows - 1) // rows, (W + xpt - 1) // xpt, args, block_x=tuning.block_x)
-        if (shape is not None and key is not None and uniform and not two_steps
-                and (out is None or not _plans.overlap(images, out, first.kind))):
-            _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, len(tables)), out_shape, out_dtype,
-                                              (units, _copy(meta))))
+        if (shape is not None and key is not None and not two_steps and (uniform or tables[1] is None)
+                and (out is None or not any(_plans.overlap(a, out) for a in inputs))):
+            _PLANS.put(key, _plans.LaunchPlan(
+                fn, *shape, args, (0 if uniform else None, len(tables)), out_shape, out_dtype, (units, _copy(meta)),
+                None if uniform else (2, sizes, strides)))
     return native, meta

@@ -80,6 +80,48 @@ def test_a_repeated_call_launches_its_plan(kernels, monkeypatch, shape, kw):
     assert_meta_equal(meta_b, meta_c)
 
 
+def test_a_repeated_list_launches_its_plan(kernels, monkeypatch):
+    rng = np.random.default_rng(5)
+    shapes = [(37, 53, 3), (9, 13, 3), (1, 1, 3), (60, 20, 3)]
+    kw = dict(mode="letterbox", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), dtype="float16")
+
+    def images():
+        out = [kernels.put(random_image(rng, s, np.uint8)) for s in shapes]
+        out[1] = kernels.put(random_image(rng, (9, 26, 3), np.uint8))[:, ::2]  # strided
+        return out
+
+    first = images()
+    cupyprep.preprocess(first, SIZE, **kw)
+    lookups = counting(monkeypatch, _kernels, "get_function")
+    checks = counting(monkeypatch, _validate, "list_images")
+    for _ in range(2):
+        second = images()
+        got, meta = cupyprep.preprocess(second, SIZE, **kw)
+        assert (lookups, checks) == ([], []), "the repeated list planned again"
+        _plans.clear_all()
+        ref, ref_meta = cupyprep.preprocess(second, SIZE, **kw)  # the general path
+        np.testing.assert_array_equal(kernels.get(got), kernels.get(ref))
+        assert_meta_equal(meta, ref_meta)
+        lookups.clear(), checks.clear()
+        cupyprep.preprocess(first, SIZE, **kw)  # the plan again
+    # another order of the same sizes, a contiguous image where a strided one was: other plans
+    cupyprep.preprocess(second[::-1], SIZE, **kw)
+    third = images()
+    third[1] = kernels.put(kernels.get(third[1]))
+    got, _ = cupyprep.preprocess(third, SIZE, **kw)
+    assert len(pp._PLANS) == 3
+    ref, _ = reference(kernels, [kernels.get(a) for a in third], SIZE, **kw)
+    np.testing.assert_array_equal(kernels.get(got), ref)
+
+
+def test_a_list_past_the_by_value_records_stores_no_plan(kernels):
+    rng = np.random.default_rng(6)
+    many = [kernels.put(random_image(rng, (5 + i % 3, 7, 3), np.uint8)) for i in range(65)]
+    cupyprep.preprocess(many, (6, 8))
+    cupyprep.preprocess(many[:64], (6, 8))
+    assert len(pp._PLANS) == 1  # the 64
+
+
 def test_out_is_written_and_an_overlapping_out_takes_the_general_path(kernels):
     rng = np.random.default_rng(1)
     shape = (2, 17, 23, 3)
@@ -175,6 +217,18 @@ def test_torch_replays_make_no_cupy_view_and_follow_the_stream(monkeypatch):
         cupyprep.preprocess(x2, (640, 640), dtype="float16", out=out)
     side.synchronize()
     np.testing.assert_array_equal(out.cpu().numpy(), ref(frames[2]))
+    # a list of torch frames of mixed sizes (S4's form): the replay equals the general path
+    sizes = [(360, 480), (720, 1280), (1080, 1920), (481, 641)]
+    frames_list = [torch.randint(0, 256, (h, w, 3), dtype=torch.uint8, device="cuda") for h, w in sizes]
+    cupyprep.preprocess(frames_list, (640, 640))
+    views.clear(), lookups.clear()
+    for f in frames_list:
+        f.random_(0, 256)
+    got, _ = cupyprep.preprocess(frames_list, (640, 640))
+    assert (views, lookups) == ([], [])
+    _plans.clear_all()
+    ref, _ = cupyprep.preprocess(frames_list, (640, 640))
+    assert torch.equal(got, ref)
     # captured into a CUDA graph (a replayed plan), then the graph replayed on new values
     static = torch.from_numpy(frames[0]).cuda()
     cupyprep.preprocess(static, (640, 640), dtype="float16")
