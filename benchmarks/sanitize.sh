@@ -5,6 +5,9 @@
 #
 #   benchmarks/sanitize.sh [tool ...] [-- test files ...]
 #   TOOLS: memcheck racecheck initcheck synccheck (default: all); files default: tests/test_*.py
+#   JOBS=16: runs at once (tool x file pairs; the GPU is shared); BUDGET_S=300: each run stops
+#   after the test running when that many seconds are spent (benchmarks/_pytest_budget.py), so
+#   the tool still prints its summary; K="gpu": the pytest -m expression.
 # CuPy's pool is off (CUPYPREP_TEST_NO_POOL=1, honoured by tests/conftest.py) so the leak
 # check sees every block; torch's caching allocator is off too (PYTORCH_NO_CUDA_MEMORY_CACHING).
 set -u
@@ -26,19 +29,30 @@ done
 [ ${#files[@]} -eq 0 ] && files=(tests/test_*.py)
 mkdir -p "$OUT_DIR"
 export CUPYPREP_TEST_NO_POOL=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=${PYTHONPATH:-.}
-for tool in "${tools[@]}"; do
-  extra=()
+export PYTEST_BUDGET_S=${BUDGET_S:-0}
+one() {  # tool file
+  local tool=$1 f=$2 extra=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
+  local log="$OUT_DIR/$tool-$(basename "$f" .py).log"
+  "$SAN" --tool "$tool" "${extra[@]}" --error-exitcode 0 --print-limit 200 \
+    python -m pytest -q -p no:xdist -p no:cacheprovider -p benchmarks._pytest_budget -m "${K:-gpu}" "$f" >"$log" 2>&1
+  echo "$tool $f: $(grep -c '^========= ' "$log") sanitizer lines; $(grep -E ' passed| failed| skipped' "$log" | tail -1)"
+}
+running=0
+for tool in "${tools[@]}"; do
   for f in "${files[@]}"; do
-    log="$OUT_DIR/$tool-$(basename "$f" .py).log"
-    "$SAN" --tool "$tool" "${extra[@]}" --error-exitcode 0 --print-limit 200 \
-      python -m pytest -q -p no:xdist -m gpu "$f" >"$log" 2>&1
-    echo "$tool $f: $(grep -c '^========= ' "$log") sanitizer lines; $(tail -1 "$log")"
+    one "$tool" "$f" &
+    running=$((running + 1))
+    if [ "$running" -ge "${JOBS:-1}" ]; then wait -n; running=$((running - 1)); fi
   done
 done
-echo "--- errors per tool (the ERROR SUMMARY lines, summed)"
+wait
+echo "--- errors per tool (the ERROR SUMMARY lines, summed), and the tests each tool ran"
 for tool in "${tools[@]}"; do
   n=$(cat "$OUT_DIR/$tool"-*.log 2>/dev/null | sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' |
       awk '{s+=$1} END {print s+0}')
-  echo "$tool: $n"
+  t=$(cat "$OUT_DIR/$tool"-*.log 2>/dev/null | sed -n 's/^\([0-9]*\) passed.*/\1/p; s/.* \([0-9]*\) passed.*/\1/p' |
+      awk '{s+=$1} END {print s+0}')
+  runs=$(grep -l "ERROR SUMMARY" "$OUT_DIR/$tool"-*.log 2>/dev/null | wc -l)
+  echo "$tool: $n errors; $t tests passed in $runs runs that ended with a summary"
 done
