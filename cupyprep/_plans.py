@@ -121,6 +121,14 @@ class LaunchPlan:
                  "ragged", "slots")
 
     def __init__(self, fn, grid, block, args, slots, out_shape, out_dtype, extra=None, ragged=None):
+        # the first call's input and output are not kept (a plan must not hold arrays alive):
+        # their slots are filled at every run, and so are an emulator's records
+        args = list(args)
+        for i in slots:
+            if i is not None:
+                args[i] = None
+        if ragged is not None and _kernels.current_emulator() is not None:
+            args[ragged[0]] = None
         self.fn, self.grid, self.block, self.args, self.slots = fn, grid, block, tuple(args), slots
         self.out_shape, self.out_dtype, self.extra = tuple(out_shape), np.dtype(out_dtype), extra
         self.out_torch_dtype = None

@@ -120,6 +120,9 @@ def decode(sources, *, device=None, like=None, color="bgr", on_error="raise"):
             (isinstance(sources, np.ndarray) and sources.ndim <= 1):
         raise TypeError(f"sources: expected a sequence of encoded images or paths, got one "
                         f"{_decoders.describe_source(sources)[0]} (put a single source in a list)")
+    if (_arrays.is_cupy(sources) or _arrays.is_torch(sources)) and sources.ndim <= 1:
+        raise TypeError(f"sources: expected a sequence of encoded images or paths, got one array "
+                        f"({_arrays.describe(sources)}; put a single source in a list)")
     if not hasattr(sources, "__iter__"):
         raise TypeError(f"sources: expected a sequence of encoded images or paths, got "
                         f"{_arrays.describe(sources)}")

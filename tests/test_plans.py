@@ -182,6 +182,22 @@ def test_the_cpu_backend_stores_no_plan():
     assert _plans.array_key(image) is None
 
 
+def test_a_plan_keeps_no_array_alive(kernels):
+    import gc
+    import weakref
+
+    rng = np.random.default_rng(7)
+    image = kernels.put(random_image(rng, (1, 16, 20, 3), np.uint8))
+    images = [kernels.put(random_image(rng, (9 + i, 13, 3), np.uint8)) for i in range(3)]
+    batch, _ = cupyprep.preprocess(image, SIZE)
+    lots, _ = cupyprep.preprocess(images, SIZE)
+    assert len(pp._PLANS) == 2
+    refs = [weakref.ref(a) for a in (image, batch, lots, *images)]
+    del image, batch, lots, images
+    gc.collect()
+    assert [r() for r in refs] == [None] * len(refs)
+
+
 def test_plan_cache_is_bounded():
     cache = _plans.PlanCache(maxsize=3)
     for i in range(5):
@@ -227,8 +243,8 @@ def test_torch_replays_make_no_cupy_view_and_follow_the_stream(monkeypatch):
     got, _ = cupyprep.preprocess(frames_list, (640, 640))
     assert (views, lookups) == ([], [])
     _plans.clear_all()
-    ref, _ = cupyprep.preprocess(frames_list, (640, 640))
-    assert torch.equal(got, ref)
+    general, _ = cupyprep.preprocess(frames_list, (640, 640))
+    assert torch.equal(got, general)
     # captured into a CUDA graph (a replayed plan), then the graph replayed on new values
     static = torch.from_numpy(frames[0]).cuda()
     cupyprep.preprocess(static, (640, 640), dtype="float16")

@@ -139,6 +139,11 @@ def test_gpu_a_corrupt_cupy_cache_file_is_compiled_again(tmp_path, monkeypatch):
     monkeypatch.setattr(compiler, "_kernel_cache_backend",
                         type(compiler._kernel_cache_backend)(str(tmp_path)))
     monkeypatch.setattr(_kernels, "_cuda_cache", {})
+    # a source of its own (a unique comment), so that no compile of this process (CuPy keeps
+    # modules in memory too) or of another test answers from elsewhere than the disk cache
+    read = _kernels.read_source
+    tag = f"// {tmp_path.name}\n"
+    monkeypatch.setattr(_kernels, "read_source", lambda name: tag + read(name))
     filename, expr = _specs.variants("color")[0]
     _kernels.get_function(filename, expr)
     files = list(tmp_path.glob("*.cubin"))
