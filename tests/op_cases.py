@@ -44,6 +44,18 @@ def flat(result):
     return [result]
 
 
+def to_host(arrays):
+    """Device arrays (CuPy or torch) as NumPy, read on the calling thread's current stream."""
+    out = []
+    for a in arrays:
+        if hasattr(a, "get") and not isinstance(a, np.ndarray):
+            a = a.get()
+        elif hasattr(a, "cpu"):
+            a = a.cpu().numpy()
+        out.append(np.asarray(a))
+    return out
+
+
 # a letterbox's geometry for two images of different sizes (computed on the CPU backend)
 _META = cupyprep.preprocess([np.zeros((30, 40, 3), np.uint8), np.zeros((50, 20, 3), np.uint8)], (64, 64))[1]
 

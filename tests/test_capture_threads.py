@@ -41,7 +41,7 @@ import pytest
 
 import cupyprep
 from conftest import random_image
-from op_cases import boxes_xyxy, flat
+from op_cases import boxes_xyxy, flat, to_host
 
 WAIT = 120.0  # seconds a thread waits for the other before the test fails (no hang)
 RESERVE = 32 << 20  # bytes of CuPy's pool kept free for a CuPy capture's allocations
@@ -110,18 +110,6 @@ def to_device(kind):
     import cupy
 
     return lambda a: cupy.asarray(a) if isinstance(a, np.ndarray) else a
-
-
-def to_host(arrays):
-    """Device arrays (CuPy or torch) as NumPy, read on the calling thread's current stream."""
-    out = []
-    for a in arrays:
-        if hasattr(a, "get") and not isinstance(a, np.ndarray):
-            a = a.get()
-        elif hasattr(a, "cpu"):
-            a = a.cpu().numpy()
-        out.append(np.asarray(a))
-    return out
 
 
 def own_stream(kind):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import random_image
-from op_cases import flat, image_ops, post_ops
+from op_cases import flat, image_ops, post_ops, to_host
 
 THREADS = 8
 # on the CPU backend these two are NumPy loops over thousands of boxes: fewer boxes there
@@ -36,14 +36,7 @@ def thread_cases(thread, names=None, boxes=None):
 
 
 def as_host(result):
-    out = []
-    for a in flat(result):
-        if hasattr(a, "get") and not isinstance(a, np.ndarray):
-            a = a.get()
-        elif hasattr(a, "cpu"):
-            a = a.cpu().numpy()
-        out.append(np.asarray(a))
-    return out
+    return to_host(flat(result))
 
 
 def run_threads(work, n=THREADS):
