@@ -192,13 +192,8 @@ class Prepared:
         equal to ``src`` alike, by copying."""
         native, view = self.output(out, shape, dtype)
         staged = None
-        if out is not None:  # a new output overlaps nothing
-            lo, hi = byte_span(view)
-            for a in inputs:
-                a_lo, a_hi = byte_span(a)
-                if lo < a_hi and a_lo < hi:
-                    staged = self.xp.empty(view.shape, view.dtype)
-                    break
+        if out is not None and any(overlaps(view, a) for a in inputs):  # (a new one overlaps nothing)
+            staged = self.xp.empty(view.shape, view.dtype)
         return _Writing(native, view, staged)
 
     def back(self, array):
@@ -452,6 +447,13 @@ def byte_span(a):
         else:
             hi += (n - 1) * s
     return lo, hi
+
+
+def overlaps(a, b):
+    """Whether arrays ``a`` and ``b`` (numpy, cupy or :class:`TensorView`) share addresses."""
+    lo, hi = byte_span(a)
+    b_lo, b_hi = byte_span(b)
+    return lo < b_hi and b_lo < hi
 
 
 def element_strides(array, name="img"):

@@ -21,7 +21,7 @@ import threading
 import numpy as np
 
 from . import _kernels
-from ._arrays import Prepared, byte_span
+from ._arrays import Prepared, overlaps
 from ._launch import ragged_records
 from ._torch import TensorView, torch_dtype
 
@@ -196,9 +196,7 @@ def overlap(a, b):
         a = TensorView(a)
     if _kind_of(b) == "torch":
         b = TensorView(b)
-    lo, hi = byte_span(a)
-    b_lo, b_hi = byte_span(b)
-    return lo < b_hi and b_lo < hi
+    return overlaps(a, b)
 
 
 _CACHES: list = []  # every PlanCache made, for clear_all()

@@ -288,11 +288,10 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
                 arr = resized(arr, plans[0] if n else None)
                 geo = _validate.image_layout("images", arr, "NHWC", max_channels=4)
             else:
-                # each image as the caller gave it (a torch list's first array is a CuPy
-                # view), resized as the same kind, then read as a list's images are
-                given = images if isinstance(images, (list, tuple)) else [images]
-                arrays = [first.convert_image(resized(im, p), "images")
-                          for im, p in zip(given, plans)]
+                # each image of the list as the caller gave it (a torch list's first array is
+                # a CuPy view), resized as the same kind, then read as a list's images are (on
+                # the device only a list is not uniform: one image is a batch of one)
+                arrays = [first.convert_image(resized(im, p), "images") for im, p in zip(images, plans)]
                 sizes = [a.shape[:2] for a in arrays]
             interpolation = "nearest"
         d = _arrays.element_strides(dst, "out")
