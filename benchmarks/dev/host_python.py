@@ -6,25 +6,18 @@ cupyprep's own argument handling (no GPU, no CuPy or torch work).
 """
 from __future__ import annotations
 
-import importlib
+import contextlib
 import time
 
 import numpy as np
-
-
-class _NoPlans:
-    def get(self, key):
-        return None
-
-    def put(self, key, plan):
-        pass
 
 
 def main(calls=2000):
     import cupyprep
     from cupyprep import _kernels, testing
 
-    pp = importlib.import_module("cupyprep.preprocess")
+    from ..latency import general_path
+
     rng = np.random.default_rng(0)
     frame = np.zeros((1080, 1920, 3), np.uint8)
     out1 = np.empty((1, 3, 640, 640), np.float16)
@@ -40,19 +33,16 @@ def main(calls=2000):
     with testing.emulate():
         _kernels.get_function = lambda filename, expr: (lambda *args, **kw: None)
         try:
-            kept = pp._PLANS
-            kept.clear()
             for name, call in cases.items():
                 per_call = []
-                for plans in (_NoPlans(), kept):
-                    pp._PLANS = plans
-                    for _ in range(50):
-                        call()
-                    t0 = time.perf_counter()
-                    for _ in range(calls):
-                        call()
-                    per_call.append((time.perf_counter() - t0) / calls * 1e6)
-                pp._PLANS = kept
+                for plans in (general_path, contextlib.nullcontext):
+                    with plans():
+                        for _ in range(50):
+                            call()
+                        t0 = time.perf_counter()
+                        for _ in range(calls):
+                            call()
+                        per_call.append((time.perf_counter() - t0) / calls * 1e6)
                 print(f"{name}: general path {per_call[0]:.1f} us, plan {per_call[1]:.1f} us")
         finally:
             _kernels.get_function = real
