@@ -25,7 +25,7 @@ from ._arrays import Prepared, overlaps
 from ._launch import ragged_records
 from ._torch import TensorView, torch_dtype
 
-__all__ = ["LaunchPlan", "PlanCache", "array_key", "clear_all", "list_key", "options_key", "overlap"]
+__all__ = ["LaunchPlan", "PlanCache", "array_key", "call_key", "clear_all", "list_key", "options_key", "overlap"]
 
 
 _KINDS: dict = {}  # type -> "torch" / "cupy" / "numpy" / None
@@ -80,6 +80,24 @@ def list_key(images, most):
             return None
         keys.append(k)
     return t, tuple(keys)
+
+
+def call_key(images, out, options, most):
+    """``(kind, key)`` of a call on ``images`` (a device array, or a list of 1 to ``most``
+    device images) with ``out`` (None or a device array) and ``options`` (the other
+    arguments, see :func:`options_key`), or None where the call gets no plan."""
+    if type(images) is list or type(images) is tuple:
+        key = list_key(images, most)
+        kind = None if key is None else key[1][0][0]
+    else:
+        key = array_key(images)
+        kind = None if key is None else key[0]
+    if key is None:
+        return None
+    out_key = None if out is None else array_key(out)
+    if out is not None and out_key is None:
+        return None
+    return kind, (key, out_key, options_key(options))
 
 
 def options_key(values):

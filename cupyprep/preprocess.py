@@ -15,8 +15,8 @@ from ._specs.preprocess import MODES
 
 __all__ = ["preprocess", "PreprocessMeta", "MODES"]
 
-# Launch plans of uniform batches (see _plans): a repeated call with the same geometry and
-# options launches the stored plan
+# Launch plans (see _plans): a repeated call with the same geometry and options (a batch,
+# one image, or a list of up to IMAGES_BY_VALUE images) launches the stored plan
 _PLANS = _plans.PlanCache()
 
 # A uniform launch's by-value list arguments (ByValue<RaggedImage, 1>, ByValue<int, 1>: unread)
@@ -191,25 +191,17 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     >>> batch, meta = cupyprep.preprocess(frames, (640, 640))            # doctest: +SKIP
     >>> boxes_in_frames = meta.to_original(boxes_in_network)            # doctest: +SKIP
     """
-    if type(images) is list or type(images) is tuple:
-        key = _plans.list_key(images, IMAGES_BY_VALUE)
-        kind = None if key is None else key[1][0][0]
-    else:
-        key = _plans.array_key(images)
-        kind = None if key is None else key[0]
-    if key is not None:
-        out_key = None if out is None else _plans.array_key(out)
-        key = None if out is not None and out_key is None else (
-            key, out_key, _plans.options_key((size, mode, resize_size, interpolation, antialias, pad_value,
-                                              mean, std, scale, swap_rb, layout, dtype)))
-        found = None if key is None else _PLANS.get(key)
-        if found is not None:
-            units, meta = found.extra
-            if units is not None:
-                _validate.units(*units)
-            batch = found.run(images, kind, out)
-            if batch is not None:
-                return batch, _copy(meta)
+    kind, key = _plans.call_key(images, out, (size, mode, resize_size, interpolation, antialias, pad_value,
+                                              mean, std, scale, swap_rb, layout, dtype),
+                                IMAGES_BY_VALUE) or (None, None)
+    found = None if key is None else _PLANS.get(key)
+    if found is not None:
+        units, meta = found.extra
+        if units is not None:
+            _validate.units(*units)
+        batch = found.run(images, kind, out)
+        if batch is not None:
+            return batch, _copy(meta)
     first, arrays, uniform = _gather(images)
     H, W = _validate.size_hw("size", size)
     mode = _validate.choice("mode", mode, MODES)
@@ -328,7 +320,8 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         args = tables + (dst, i32(H), i32(W), i64(d_n), i64(d_y), i64(d_x), i64(d_c),
                          i32(swap_rb), f32(scale), *m, *sd, *p, i32(n), i32(rows))
         shape = launch_3d(fn, n, (H + rows - 1) // rows, (W + xpt - 1) // xpt, args, block_x=tuning.block_x)
-        if (shape is not None and key is not None and not two_steps and (uniform or tables[1] is None)
+        # (a list with a key goes by value: its records are in the arguments)
+        if (shape is not None and key is not None and not two_steps
                 and (out is None or not any(_plans.overlap(a, out) for a in inputs))):
             _PLANS.put(key, _plans.LaunchPlan(
                 fn, *shape, args, (0 if uniform else None, len(tables)), out_shape, out_dtype, (units, _copy(meta)),
