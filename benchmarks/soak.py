@@ -39,8 +39,12 @@ def memory():
     return out
 
 
+VARIANTS = 32  # argument sets per family, drawn and uploaded once, then cycled
+
+
 def families(rng):
-    """(name, call(convert)) pairs: each draws its own shapes."""
+    """(name, draw, op) triples: draw(convert) gives one argument tuple with its own shapes
+    (arrays already converted), op(*args) is the call."""
     import cupyprep
 
     def img(h, w):
@@ -53,27 +57,39 @@ def families(rng):
         xy = rng.uniform(0, 500, (n, 2))
         return np.concatenate([xy, xy + rng.uniform(5, 60, (n, 2))], 1).astype(np.float32)
 
+    def nms_args(c):
+        b = boxes(int(rng.integers(1, 400)))
+        return c(b), c(b[:, 0] / 500)
+
     rot = cupyprep.get_rotation_matrix_2d((20.0, 20.0), 15.0, 1.1)
     return [
-        ("resize", lambda c: cupyprep.resize(c(img(*sizes())), sizes())),
-        ("warp_affine", lambda c: cupyprep.warp_affine(c(img(*sizes())), c(rot), sizes())),
-        ("normalize", lambda c: cupyprep.normalize(c(img(*sizes())), (0.5,) * 3, (0.2,) * 3, scale=1 / 255)),
-        ("color", lambda c: cupyprep.to_gray(c(img(*sizes())))),
-        ("preprocess_ragged", lambda c: cupyprep.preprocess([c(img(*sizes())) for _ in range(3)], (64, 64))),
-        ("nms", lambda c: (lambda b: cupyprep.nms(c(b), c(b[:, 0] / 500), 0.5))(boxes(int(rng.integers(1, 400))))),
-        ("roi_align", lambda c: cupyprep.roi_align(c(rng.random((1, 4, 16, 16), dtype=np.float32)),
-                                                   c(np.c_[np.zeros(8), boxes(8) / 40].astype(np.float32)), 3)),
-        ("box_iou", lambda c: cupyprep.box_iou(c(boxes(20)), c(boxes(30)))),
-        ("flip_pad", lambda c: cupyprep.pad(cupyprep.flip(c(img(*sizes())), "horizontal"),
-                                            (3, 1, 2, 5), border_mode="reflect101")),
-        ("rotate90", lambda c: cupyprep.rotate90(c(img(*sizes())), int(rng.integers(0, 4)))),
-        ("crop", lambda c: cupyprep.crop(c(img(80, 90)), c(boxes(12) / 8), (16, 16))),
-        ("cvt_color", lambda c: cupyprep.cvt_color(c(img(*sizes())), "bgr2hsv")),
-        ("gaussian_blur", lambda c: cupyprep.gaussian_blur(c(img(*sizes())), (5, 5), 1.2)),
-        ("resize_antialias", lambda c: cupyprep.resize(c(img(*sizes())), sizes(), antialias=True)),
-        ("color_jitter", lambda c: cupyprep.color_jitter(c(rng.integers(0, 256, (2, 24, 32, 3), dtype=np.uint8)),
-                                                         0.3, 0.3, 0.3, 0.05, seed=int(rng.integers(1 << 30)))),
+        ("resize", lambda c: (c(img(*sizes())), sizes()), cupyprep.resize),
+        ("warp_affine", lambda c: (c(img(*sizes())), c(rot), sizes()), cupyprep.warp_affine),
+        ("normalize", lambda c: (c(img(*sizes())),),
+         lambda a: cupyprep.normalize(a, (0.5,) * 3, (0.2,) * 3, scale=1 / 255)),
+        ("color", lambda c: (c(img(*sizes())),), cupyprep.to_gray),
+        ("preprocess_ragged", lambda c: ([c(img(*sizes())) for _ in range(3)],),
+         lambda images: cupyprep.preprocess(images, (64, 64))),
+        ("nms", nms_args, lambda b, s: cupyprep.nms(b, s, 0.5)),
+        ("roi_align", lambda c: (c(rng.random((1, 4, 16, 16), dtype=np.float32)),
+                                 c(np.c_[np.zeros(8), boxes(8) / 40].astype(np.float32))),
+         lambda x, r: cupyprep.roi_align(x, r, 3)),
+        ("box_iou", lambda c: (c(boxes(20)), c(boxes(30))), cupyprep.box_iou),
+        ("flip_pad", lambda c: (c(img(*sizes())),),
+         lambda a: cupyprep.pad(cupyprep.flip(a, "horizontal"), (3, 1, 2, 5), border_mode="reflect101")),
+        ("rotate90", lambda c: (c(img(*sizes())), int(rng.integers(0, 4))), cupyprep.rotate90),
+        ("crop", lambda c: (c(img(80, 90)), c(boxes(12) / 8), (16, 16)), cupyprep.crop),
+        ("cvt_color", lambda c: (c(img(*sizes())),), lambda a: cupyprep.cvt_color(a, "bgr2hsv")),
+        ("gaussian_blur", lambda c: (c(img(*sizes())),), lambda a: cupyprep.gaussian_blur(a, (5, 5), 1.2)),
+        ("resize_antialias", lambda c: (c(img(*sizes())), sizes()),
+         lambda a, size: cupyprep.resize(a, size, antialias=True)),
+        ("color_jitter", lambda c: (c(rng.integers(0, 256, (2, 24, 32, 3), dtype=np.uint8)), int(rng.integers(1 << 30))),
+         lambda a, seed: cupyprep.color_jitter(a, 0.3, 0.3, 0.3, 0.05, seed=seed)),
     ]
+
+
+def growth(before, after):
+    return {k: round(after[k] - before[k], 1) for k in after}
 
 
 def main(argv=None):
@@ -105,18 +121,22 @@ def main(argv=None):
         kinds = {k: v for k, v in kinds.items() if k in args.kinds.split(",")}
     print("start", memory())
     for kind, convert in kinds.items():
-        for name, call in families(rng):
+        for name, draw, op in families(rng):
             if chosen and name not in chosen:
                 continue
-            for _ in range(args.warmup):
-                call(convert)
+            variants = [draw(convert) for _ in range(VARIANTS)]
+            calls = [lambda args=args: op(*args) for args in variants]
+            for i in range(args.warmup):
+                calls[i % len(calls)]()
             before = memory()
+            step = max(1, args.calls // 5)
             for i in range(args.calls):
-                call(convert)
+                calls[i % len(calls)]()
+                if (i + 1) % step == 0 and i + 1 < args.calls:
+                    print(f"{kind:6s} {name:18s} {i + 1} calls, growth {growth(before, memory())}", flush=True)
             after = memory()
-            growth = {k: round(after[k] - before[k], 1) for k in after}
-            print(f"{kind:6s} {name:18s} calls {args.calls} after warm-up {before} end {after} growth {growth}",
-                  flush=True)
+            print(f"{kind:6s} {name:18s} calls {args.calls} after warm-up {before} end {after} "
+                  f"growth {growth(before, after)}", flush=True)
     print("end", memory())
 
 

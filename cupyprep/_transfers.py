@@ -175,6 +175,13 @@ def device_constant(xp, key, make, what, hint):
     return entry.table
 
 
+def drop_constants():
+    """Forget every kept table (after the devices finished the work that reads them; a
+    graph captured earlier must not be replayed afterwards): the next call uploads again."""
+    with _constants_lock:
+        _constants.clear()
+
+
 _EVENT_WAIT_EXTERNAL = 0x1  # cudaEventWaitExternal
 
 

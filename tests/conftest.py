@@ -49,6 +49,38 @@ def pytest_configure(config):
             pass
 
 
+def pytest_sessionfinish(session, exitstatus):
+    # CUPYPREP_TEST_NO_POOL=1 (benchmarks/sanitize.sh): before the process exits, let go of
+    # every block cupyprep keeps on purpose (uploaded tables, graph memory, launch plans)
+    # and collect garbage, so the leak check at exit reports only blocks nothing owns
+    if os.environ.get("CUPYPREP_TEST_NO_POOL") != "1" or not cuda_available():
+        return
+    import gc
+
+    import cupy
+
+    from cupyprep import _plans, _transfers, interop
+
+    cupy.cuda.Device().synchronize()
+    _plans.clear_all()
+    _transfers.drop_constants()
+    interop.release_graph_memory()
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def torch_graphs_need_caching():
+    """Skip a test that captures a torch CUDA graph allocating inside the capture when
+    torch's caching allocator is off (benchmarks/sanitize.sh): torch then allocates with
+    cudaMalloc, which a capturing stream refuses."""
+    if os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1":
+        pytest.skip("torch captures allocations into a CUDA graph only through its caching "
+                    "allocator, which PYTORCH_NO_CUDA_MEMORY_CACHING=1 turns off")
+
+
 def pytest_collection_modifyitems(config, items):
     if cuda_available():
         return

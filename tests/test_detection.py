@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import cupyprep.detection as det
-from conftest import assert_close, tune
+from conftest import assert_close, torch_graphs_need_caching, tune
 from cupyprep import _arrays, _kernels, _nms_pipeline
 from cupyprep._specs import nms as nms_spec
 from cupyprep._specs import roi_align as roi_spec
@@ -1206,6 +1206,7 @@ def test_gpu_nms_more_chunks_than_resident_blocks():
 @pytest.mark.gpu
 @pytest.mark.parametrize("op", ["nms", "batched_nms"])
 def test_gpu_nms_sync_free_form_under_graph_capture(monkeypatch, op):
+    torch_graphs_need_caching()
     _, torch = _torchvision()
     tune(monkeypatch, nms_spec, grouped_min_boxes=0)  # batched_nms: the class-sorted path
     rng = np.random.default_rng(17)
