@@ -48,6 +48,27 @@ template <typename T> struct BoxSum { typedef long long type; };
 template <> struct BoxSum<float> { typedef double type; };
 template <> struct BoxSum<cp_half> { typedef double type; };
 
+// The window of output (y, x), row by row: begin() before window row i's taps, tap(j, p)
+// for each of its taps (p: the tap's pixel; taps outside the image follow BORDER, a
+// constant border's skipped), end(i) after them; rows outside a constant border skipped.
+template <int BORDER, typename T, typename Begin, typename Tap, typename End>
+__device__ __forceinline__ void filter_window(const T* img, int y, int x, int h, int w, cp::i64 s_y,
+                                              cp::i64 s_x, int kh, int kw, int ay, int ax, Begin begin,
+                                              Tap tap, End end) {
+    for (int i = 0; i < kh; ++i) {
+        const int yy = filter_border<BORDER>(y - ay + i, h);
+        if (yy < 0) continue;
+        const T* row = img + (cp::i64)yy * s_y;
+        begin();
+        for (int j = 0; j < kw; ++j) {
+            const int xx = filter_border<BORDER>(x - ax + j, w);
+            if (xx < 0) continue;
+            tap(j, row + (cp::i64)xx * s_x);
+        }
+        end(i);
+    }
+}
+
 __device__ __forceinline__ double box_value(long long s) { return (double)s; }
 __device__ __forceinline__ double box_value(double s) { return s; }
 
@@ -82,25 +103,23 @@ __global__ void cupyprep_filter_gaussian(CUPYPREP_FILTER_PARAMS, const int* __re
         S acc[CN];
 #pragma unroll
         for (int c = 0; c < CN; ++c) acc[c] = 0;
-        for (int i = 0; i < kh; ++i) {
-            const int yy = filter_border<BORDER>(y - ay + i, h);
-            if (yy < 0) continue;
-            const T* row = img + (cp::i64)yy * s_y;
-            unsigned int rs[CN];
+        unsigned int rs[CN];
+        filter_window<BORDER>(
+            img, y, x, h, w, s_y, s_x, kh, kw, ay, ax,
+            [&] {
 #pragma unroll
-            for (int c = 0; c < CN; ++c) rs[c] = 0;
-            for (int j = 0; j < kw; ++j) {
-                const int xx = filter_border<BORDER>(x - ax + j, w);
-                if (xx < 0) continue;
-                const T* p = row + (cp::i64)xx * s_x;
+                for (int c = 0; c < CN; ++c) rs[c] = 0;
+            },
+            [&](int j, const T* p) {
                 const unsigned int wj = (unsigned int)wfix[j];
 #pragma unroll
                 for (int c = 0; c < CN; ++c) rs[c] += wj * (unsigned int)p[c * s_c];
-            }
-            const S wi = (S)(unsigned int)wfix[kw + i];
+            },
+            [&](int i) {
+                const S wi = (S)(unsigned int)wfix[kw + i];
 #pragma unroll
-            for (int c = 0; c < CN; ++c) acc[c] += wi * (S)rs[c];
-        }
+                for (int c = 0; c < CN; ++c) acc[c] += wi * (S)rs[c];
+            });
         const S half = (S)1 << (2 * bits - 1);
         const S top = cp::is_integer<T>::value && sizeof(T) == 1 ? 255 : 65535;
 #pragma unroll
@@ -112,23 +131,21 @@ __global__ void cupyprep_filter_gaussian(CUPYPREP_FILTER_PARAMS, const int* __re
         float acc[CN];
 #pragma unroll
         for (int c = 0; c < CN; ++c) acc[c] = 0.f;
-        for (int i = 0; i < kh; ++i) {
-            const int yy = filter_border<BORDER>(y - ay + i, h);
-            if (yy < 0) continue;
-            const T* row = img + (cp::i64)yy * s_y;
-            float rs[CN];
+        float rs[CN];
+        filter_window<BORDER>(
+            img, y, x, h, w, s_y, s_x, kh, kw, ay, ax,
+            [&] {
 #pragma unroll
-            for (int c = 0; c < CN; ++c) rs[c] = 0.f;
-            for (int j = 0; j < kw; ++j) {
-                const int xx = filter_border<BORDER>(x - ax + j, w);
-                if (xx < 0) continue;
-                const T* p = row + (cp::i64)xx * s_x;
+                for (int c = 0; c < CN; ++c) rs[c] = 0.f;
+            },
+            [&](int j, const T* p) {
 #pragma unroll
                 for (int c = 0; c < CN; ++c) rs[c] = __fmaf_rn(wflt[j], cp::to_float(p[c * s_c]), rs[c]);
-            }
+            },
+            [&](int i) {
 #pragma unroll
-            for (int c = 0; c < CN; ++c) acc[c] = __fmaf_rn(wflt[kw + i], rs[c], acc[c]);
-        }
+                for (int c = 0; c < CN; ++c) acc[c] = __fmaf_rn(wflt[kw + i], rs[c], acc[c]);
+            });
 #pragma unroll
         for (int c = 0; c < CN; ++c) q[c * d_c] = cp::from_float<T>(acc[c]);
     }
@@ -145,14 +162,9 @@ __global__ void cupyprep_filter_box(CUPYPREP_FILTER_PARAMS, int normalize, int d
     S acc[CN];
 #pragma unroll
     for (int c = 0; c < CN; ++c) acc[c] = 0;
-    for (int i = 0; i < kh; ++i) {
-        const int yy = filter_border<BORDER>(y - ay + i, h);
-        if (yy < 0) continue;
-        const T* row = img + (cp::i64)yy * s_y;
-        for (int j = 0; j < kw; ++j) {
-            const int xx = filter_border<BORDER>(x - ax + j, w);
-            if (xx < 0) continue;
-            const T* p = row + (cp::i64)xx * s_x;
+    filter_window<BORDER>(
+        img, y, x, h, w, s_y, s_x, kh, kw, ay, ax, [] {},
+        [&](int, const T* p) {
 #pragma unroll
             for (int c = 0; c < CN; ++c) {
                 if constexpr (cp::is_integer<T>::value)
@@ -160,8 +172,8 @@ __global__ void cupyprep_filter_box(CUPYPREP_FILTER_PARAMS, int normalize, int d
                 else
                     acc[c] = __dadd_rn(acc[c], (double)cp::to_float(p[c * s_c]));
             }
-        }
-    }
+        },
+        [](int) {});
 #pragma unroll
     for (int c = 0; c < CN; ++c) {
         if constexpr (cp::is_integer<T>::value) {
