@@ -89,16 +89,23 @@ class _NoPlans:
 
 @contextlib.contextmanager
 def general_path():
-    """preprocess without its launch plans (the path of a call with a new geometry), to
-    show what the plans save in the same run."""
-    import importlib
+    """cupyprep's ops without their launch plans (the path of a call with a new geometry),
+    to show what the plans save in the same run: every loaded module's plan cache (its
+    ``_PLANS``) swapped for one that keeps nothing."""
+    import sys
 
-    module = importlib.import_module("cupyprep.preprocess")
-    kept, module._PLANS = module._PLANS, _NoPlans()
+    from cupyprep import _plans
+
+    modules = [m for name, m in list(sys.modules.items())
+               if name.startswith("cupyprep.") and isinstance(getattr(m, "_PLANS", None), _plans.PlanCache)]
+    kept = [m._PLANS for m in modules]
+    for module in modules:
+        module._PLANS = _NoPlans()
     try:
         yield
     finally:
-        module._PLANS = kept
+        for module, plans in zip(modules, kept):
+            module._PLANS = plans
 
 
 class Rows:

@@ -22,11 +22,13 @@ BLOCK_3D = 128  # threads per block of launch_3d
 
 
 def launch_1d(fn, total, args):
-    """Launch a grid-stride kernel over ``total`` items (nothing for zero items)."""
+    """Launch a grid-stride kernel over ``total`` items (nothing for zero items). Returns
+    the ``(grid, block)`` launched, None for no items."""
     if total <= 0:
-        return
-    blocks = min((total + BLOCK_1D - 1) // BLOCK_1D, _MAX_BLOCKS)
-    fn((blocks,), (BLOCK_1D,), args)
+        return None
+    grid, block = (min((total + BLOCK_1D - 1) // BLOCK_1D, _MAX_BLOCKS),), (BLOCK_1D,)
+    fn(grid, block, args)
+    return grid, block
 
 
 def launch_3d(fn, n, h, w, args, block_x=BLOCK_3D, block_y=1):

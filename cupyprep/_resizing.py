@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _arrays, _kernels, _transfers, _validate, cpu
+from . import _arrays, _kernels, _plans, _transfers, _validate, cpu
 from ._launch import launch_3d
 from ._specs import resize as spec
 from ._specs import resize_aa as aa_spec
+from ._torch import TensorView
 from .cpu import antialias as cpu_antialias
+
+# Launch plans (see _plans): a repeated resize with the same geometry and options launches
+# the stored plan. Not the antialiased resize (a launch per axis, through a temporary)
+_PLANS = _plans.PlanCache()
 
 
 def resize_scale(src, dst):
@@ -56,10 +61,40 @@ def area_table(src, dst, scale):
     return tab.astype(np.int32).ravel(), weights
 
 
+def _area_tables(xp, x_axis, y_axis):
+    """The weighted area resize's (first source, count, offset) and weights of the x and
+    y axes (each ``(src, dst, scale)``), kept on the device."""
+    (xtab, xw), (ytab, yw) = (_transfers.device_constant(
+        xp, ("area", n, d, s), lambda n=n, d=d, s=s: area_table(n, d, s),
+        "the area resize's tables", "make one call of the same sizes before the "
+        "capture (its tables then stay on the device)")
+        for n, d, s in (x_axis, y_axis))
+    return xtab, xw, ytab, yw
+
+
+def _tables_kept(img, kind, axes, tables):
+    """Whether the area tables a plan holds are still the kept ones, fetched again in the
+    call's launch context as a call without a plan fetches them (a stream that did not
+    upload them waits for the upload; a capture marks them as read by a graph). Under the
+    emulator a plan's tables are the arrays themselves."""
+    if kind == "numpy":
+        return True
+    import cupy
+
+    with _arrays.Prepared(TensorView(img) if kind == "torch" else img, kind, True, img).launch():
+        return all(a is b for a, b in zip(_area_tables(cupy, *axes), tables))
+
+
 def resize_images(img, size, interpolation, layout, out, inv_scale=None):
     """:func:`cupyprep.resize`, with an optional ``(fy, fx)`` destination-per-source factor,
     for ``cv2compat.resize(fx=, fy=)``, where OpenCV takes the step (``1 / fx``) from the
     factors, not the sizes."""
+    kind, key = _plans.call_key(img, out, (size, interpolation, layout, inv_scale), 0) or (None, None)
+    found = None if key is None else _PLANS.get(key)
+    if found is not None and (found.extra is None or _tables_kept(img, kind, *found.extra)):
+        native = found.run(img, kind, out)
+        if native is not None:
+            return native
     call = _arrays.prepare(img, "img")
     interpolation = _validate.choice("interpolation", interpolation, spec.INTERPOLATIONS)
     dh, dw = _validate.size_hw("size", size)
@@ -83,19 +118,16 @@ def resize_images(img, size, interpolation, layout, out, inv_scale=None):
         scale_y = 1.0 / inv_scale[0] if inv_scale else resize_scale(geo.h, dh)
         scale_x = 1.0 / inv_scale[1] if inv_scale else resize_scale(geo.w, dw)
         i64, i32 = np.int64, np.int32
-        kernel, extra = interpolation, ()
+        kernel, extra, kept = interpolation, (), None
         if interpolation == "area":
             kernel, *params = area_kernel(scale_y, scale_x)
             if kernel == "area_fast":
                 extra = tuple(i32(p) for p in params)
             elif kernel == "area_weighted":
                 # (first source, count, offset) and weights per axis, kept on the device
-                (xtab, xw), (ytab, yw) = (_transfers.device_constant(
-                    call.xp, ("area", n, d, s), lambda n=n, d=d, s=s: area_table(n, d, s),
-                    "the area resize's tables", "make one call of the same sizes before the "
-                    "capture (its tables then stay on the device)")
-                    for n, d, s in ((geo.w, dw, scale_x), (geo.h, dh, scale_y)))
-                extra = (xtab, xw, ytab, yw)
+                axes = ((geo.w, dw, scale_x), (geo.h, dh, scale_y))
+                extra = _area_tables(call.xp, *axes)
+                kept = (axes, extra)
             else:
                 # OpenCV's inv_scale: dst / src, or cv2compat's fy / fx
                 extra = (np.float64(inv_scale[0] if inv_scale else dh / geo.h),
@@ -103,12 +135,16 @@ def resize_images(img, size, interpolation, layout, out, inv_scale=None):
         if kernel not in spec.WIDE_PIXEL_KERNELS:
             pixel_cn = None
         fn = _kernels.get_function(spec.FILE, spec.SPEC.expr(kernel, dtype, cn, pixel_cn))
-        launch_3d(fn, planes, dh, dw, (
+        args = (
             arr, dst, i32(groups), i32(geo.h), i32(geo.w), i32(dh), i32(dw),
             i64(s_n), i64(s_c if groups > 1 else 0), i64(s_y), i64(s_x), i64(s_c),
             i64(d_n), i64(d_c if groups > 1 else 0), i64(d_y), i64(d_x), i64(d_c),
             np.float64(scale_y), np.float64(scale_x), i32(planes),
-        ) + extra)
+        ) + extra
+        shape = launch_3d(fn, planes, dh, dw, args)
+        # (an overlapping out was staged: the arguments hold the staging array's strides)
+        if shape is not None and key is not None and (out is None or not _plans.overlap(img, out)):
+            _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, 1), geo.shape(dh, dw), dtype, kept))
     return native
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _arrays, _kernels, _validate, cpu
+from . import _arrays, _kernels, _plans, _validate, cpu
 from ._launch import launch_1d, launch_3d
 from ._specs import normalize as spec
 
@@ -11,6 +11,19 @@ __all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "denormalize", "normalize"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+
+# Launch plans (see _plans): a repeated call with the same geometry and options launches the
+# stored plan
+_PLANS = _plans.PlanCache()
+
+
+def _plain(stats):
+    """Whether a mean / std argument can be part of a plan's key: None, a number or a tuple
+    or list of numbers (a tensor would be keyed by identity, and could change in place)."""
+    t = type(stats)
+    if t is tuple or t is list:
+        return all(type(v) is float or type(v) is int for v in stats)
+    return stats is None or t is float or t is int
 
 
 def _dense(geo, dgeo, channels_last_out):
@@ -74,6 +87,16 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
     -------
     >>> x = cupyprep.normalize(rgb, IMAGENET_MEAN, IMAGENET_STD, scale=1 / 255)  # doctest: +SKIP
     """
+    kind = key = None
+    if _plain(mean) and _plain(std):
+        kind, key = _plans.call_key(img, out, (mean, std, scale, swap_rb, layout, dtype), 0) or (None, None)
+    found = None if key is None else _PLANS.get(key)
+    if found is not None:
+        if found.extra is not None:
+            _validate.units(*found.extra)
+        native = found.run(img, kind, out)
+        if native is not None:
+            return native
     call = _arrays.prepare(img, "img")
     arr = call.array
     in_dtype = _validate.dtype_in("img", arr, spec.IN_DTYPES)
@@ -90,7 +113,8 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
     if any(s == 0 for s in std):
         raise ValueError(f"std: expected non-zero values, got {std}")
     scale = _validate.number("scale", scale)
-    _validate.units("normalize", mean, std, given, scale, in_dtype, default_scale=1.0)
+    units = ("normalize", mean, std, given, scale, in_dtype, 1.0)  # (..., default_scale)
+    _validate.units(*units)
     swap_rb = _validate.flag("swap_rb", swap_rb)
     if not call.device:
         res = cpu.normalize(arr, mean, std, scale, swap_rb, channels_last_out, out_dtype)
@@ -111,16 +135,18 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
             fn = _kernels.get_function(
                 spec.FILE, tuning.expr(in_dtype, out_dtype, geo.c, swap, channels_last_out))
             hw = geo.h * geo.w
-            launch_3d(fn, geo.n, 1, -(-hw // tuning.dense_items), (
-                arr, dst, i32(hw), i32(geo.n), i64(s_n), i64(d_n), i64(d_c), f32(scale), *m, *sd,
-            ), block_x=tuning.dense_block)
+            args = (arr, dst, i32(hw), i32(geo.n), i64(s_n), i64(d_n), i64(d_c), f32(scale), *m, *sd)
+            shape = launch_3d(fn, geo.n, 1, -(-hw // tuning.dense_items), args, block_x=tuning.dense_block)
         else:
             total = geo.n * geo.h * geo.w
             fn = _kernels.get_function(spec.FILE, spec.SPEC.expr(in_dtype, out_dtype, geo.c, swap))
-            launch_1d(fn, total, (
-                arr, dst, i32(geo.h), i32(geo.w), i64(s_n), i64(s_y), i64(s_x), i64(s_c),
-                i64(d_n), i64(d_y), i64(d_x), i64(d_c), f32(scale), *m, *sd, i64(total),
-            ))
+            args = (arr, dst, i32(geo.h), i32(geo.w), i64(s_n), i64(s_y), i64(s_x), i64(s_c),
+                    i64(d_n), i64(d_y), i64(d_x), i64(d_c), f32(scale), *m, *sd, i64(total))
+            shape = launch_1d(fn, total, args)
+        # (an overlapping out was staged: the arguments hold the staging array's strides)
+        if shape is not None and key is not None and (out is None or not _plans.overlap(img, out)):
+            _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, 1), out_shape, out_dtype,
+                                              units if given else None))
     return native
 
 
