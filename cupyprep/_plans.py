@@ -108,7 +108,10 @@ def call_key(images, out, options, most):
     out_key = None if out is None else array_key(out)
     if out is not None and out_key is None:
         return None
-    return kind, (key, out_key, options_key(options))
+    options = options_key(options)
+    if options is None:  # (an array among them: its values are no key)
+        return None
+    return kind, (key, out_key, options)
 
 
 def options_key(values):

@@ -296,6 +296,17 @@ def test_values_of_other_types_or_options_get_their_own_plan(kernels):
     assert len(_warping._PLANS) == 4
 
 
+def test_a_border_value_given_as_an_array_gets_no_plan(kernels):
+    rng = np.random.default_rng(21)
+    image = kernels.put(random_image(rng, (8, 9, 3), np.uint8))
+    m = matrices(rng, (8, 9), False, 1)[0] * 1.5  # a zoom: the border shows
+    got = [kernels.get(cupyprep.warp_affine(image, m, SIZE, border_value=np.array(v)))
+           for v in ([10, 20, 30], [200, 100, 0])]
+    assert len(_warping._PLANS) == 0
+    np.testing.assert_array_equal(got[1], general(kernels, False, image, m, SIZE, border_value=(200, 100, 0)))
+    assert not np.array_equal(got[0], got[1])
+
+
 def test_a_warp_that_reads_the_interpolation_tables_stores_no_plan(kernels):
     """Two-channel linear warps (OpenCV's fixed-point remap) read tables that
     device_constant hands out per call (ordering other streams after their upload)."""
