@@ -89,16 +89,19 @@ class _NoPlans:
 
 @contextlib.contextmanager
 def general_path():
-    """preprocess without its launch plans (the path of a call with a new geometry), to
-    show what the plans save in the same run."""
+    """preprocess and the warps without their launch plans (the path of a call with a new
+    geometry), to show what the plans save in the same run."""
     import importlib
 
-    module = importlib.import_module("cupyprep.preprocess")
-    kept, module._PLANS = module._PLANS, _NoPlans()
+    modules = [importlib.import_module(name) for name in ("cupyprep.preprocess", "cupyprep._warping")]
+    kept = [module._PLANS for module in modules]
+    for module in modules:
+        module._PLANS = _NoPlans()
     try:
         yield
     finally:
-        module._PLANS = kept
+        for module, plans in zip(modules, kept):
+            module._PLANS = plans
 
 
 class Rows:
@@ -174,6 +177,9 @@ def run(bench, profile=False):
     m = np.array([[0.866, -0.5, 162.0], [0.5, 0.866, -93.0]])
     out3 = torch.empty_like(img)
     rows.add("S3", "cupyprep warp_affine", lambda i: cupyprep.warp_affine(img, m, (512, 512), out=out3))
+    with general_path():
+        rows.add("S3", "cupyprep warp_affine, general path (no plan)", lambda i: cupyprep.warp_affine(
+            img, m, (512, 512), out=out3))
     theta = torch.tensor([[[0.866, -0.5, 0.1], [0.5, 0.866, -0.1]]], device="cuda")
 
     def torch_s3(i):

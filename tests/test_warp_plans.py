@@ -320,13 +320,15 @@ def test_a_warp_that_reads_the_interpolation_tables_stores_no_plan(kernels):
     assert len(_warping._PLANS) == 1
 
 
-def test_lists_faces_and_augmentations_take_the_general_path(kernels):
+def test_lists_and_augmentations_take_the_general_path(kernels):
     rng = np.random.default_rng(17)
     images = [kernels.put(random_image(rng, s, np.uint8)) for s in ((8, 9, 3), (6, 5, 3))]
     m = matrices(rng, (8, 9), False, 1)[0]
-    for _ in range(2):
+    batch = kernels.put(random_image(rng, (2, 8, 9, 3), np.uint8))
+    for seed in range(2):
         cupyprep.warp_affine(images, m, SIZE)
         cupyprep.warp_affine(images[:1], m, SIZE)
+        cupyprep.random_affine(batch, 10.0, seed=seed)  # its own checks, its matrices on the device
     assert len(_warping._PLANS) == 0
 
 
