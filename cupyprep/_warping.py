@@ -189,7 +189,7 @@ def inverse(m, perspective, inverse_map, name):
         return _matrix_math.invert_affine(m, xp, lambda k: _matrix_math.singular_affine(_matrix_math.item(name, k)))
     if xp is np and m.ndim == 2:
         # one host matrix (the usual call): the batch's test and inversion below, without
-        # their stacking (a third of the host time)
+        # the batch's indexing and stacking (a quarter of the host time)
         if np.linalg.det(m) == 0:
             raise ValueError(f"{name}: singular perspective matrix (determinant 0) cannot be inverted")
         from .cpu import cv2_module
@@ -416,9 +416,9 @@ def warp_images(images, matrix, size, interpolation, border_mode, border_value, 
                 shape = launch_3d(fn, n_out, (dh + thread_rows - 1) // thread_rows,
                                   (dw + pixels - 1) // pixels, args, block_x=block_x,
                                   block_y=BLOCK_3D // block_x)
-            # (a key: one image or a batch; a launch that reads the interpolation tables
-            # takes them from device_constant at every call, which orders streams after
-            # their upload)
+            # the plan of the next such call (a key: one image or a batch); none for a launch
+            # that reads the interpolation tables, which device_constant hands out at every
+            # call (ordering another stream after their upload)
             if (shape is not None and key is not None and itab is None and ftab is None
                     and (out is None or not _plans.overlap(arrays, out))):
                 at = len(tables)  # index, mats, mat_step, mat_value, dst
