@@ -9,15 +9,14 @@ from __future__ import annotations
 import gc
 import weakref
 
+import cv2
 import numpy as np
 import pytest
+from conftest import random_image
 
 import cupyprep
-from conftest import random_image
 from cupyprep import _kernels, _plans, _transfers, _validate, _warping
 from cupyprep._specs import warp as warp_spec
-
-import cv2  # noqa: E402  (matrices as users make them)
 
 SIZE = (11, 14)
 
