@@ -101,6 +101,9 @@ FORMS = [  # (shape, dtype): one HWC image, one HW image, NHWC batches
 @pytest.mark.parametrize("border_mode", list(warp_spec.BORDER_MODES))
 def test_a_repeated_warp_launches_its_plan_with_the_new_matrix(kernels, monkeypatch, perspective,
                                                                interpolation, border_mode):
+    """Every interpolation and border mode, uint8 and float32, 1 to 4 channels, one image
+    (HW, HWC) or a batch: the second and third calls (new images, new matrices) replay the
+    first call's plan and give the general path's results for their own matrices."""
     rng = np.random.default_rng([perspective, warp_spec.INTERPOLATIONS.index(interpolation),
                                  warp_spec.BORDER_MODES.index(border_mode)])
     for shape, dtype in FORMS:
@@ -117,7 +120,7 @@ def test_a_repeated_warp_launches_its_plan_with_the_new_matrix(kernels, monkeypa
         for image, m in zip(images[1:], ms[1:]):
             got.append(kernels.get(warp(perspective)(image, m, SIZE, **kw)))
         if planned:
-            assert all(c == [] for c in counted), f"{shape} {dtype}: a replay checked or looked up again"
+            assert all(calls == [] for calls in counted), f"{shape} {dtype}: a replay checked or looked up"
         monkeypatch.undo()
         for image, m, result in zip(images, ms, got):
             np.testing.assert_array_equal(result, general(kernels, perspective, image, m, SIZE, **kw),
