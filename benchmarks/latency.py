@@ -181,6 +181,9 @@ def run(bench, profile=False):
     m = np.array([[0.866, -0.5, 162.0], [0.5, 0.866, -93.0]])
     out3 = torch.empty_like(img)
     rows.add("S3", "cupyprep warp_affine", lambda i: cupyprep.warp_affine(img, m, (512, 512), out=out3))
+    with general_path():
+        rows.add("S3", "cupyprep warp_affine, general path (no plan)", lambda i: cupyprep.warp_affine(
+            img, m, (512, 512), out=out3))
     theta = torch.tensor([[[0.866, -0.5, 0.1], [0.5, 0.866, -0.1]]], device="cuda")
 
     def torch_s3(i):

@@ -17,16 +17,7 @@ def invert_affine(m, xp, singular=None):
     device matrices the test reads one number back); without it (matrices known to be
     regular) a zero determinant gives zeros."""
     if xp is np and m.shape == (2, 3):
-        # one host matrix (the usual cv2-style call): the same formula on Python floats
-        # (IEEE doubles, each operation rounded once, as NumPy's), a tenth of the host
-        # time of NumPy's array operations on six numbers
-        (a, b, c), (d, e, f) = m.tolist()
-        det = a * e - b * d
-        if det == 0 and singular is not None:
-            raise singular(None)
-        det = 1.0 / det if det != 0 else 0.0
-        i00, i11, i01, i10 = e * det, a * det, b * -det, d * -det
-        return np.array([[i00, i01, -i00 * c - i01 * f], [i10, i11, -i10 * c - i11 * f]])
+        return np.array(invert_affine_values(m.ravel().tolist(), singular)).reshape(2, 3)
     d = m[..., 0, 0] * m[..., 1, 1] - m[..., 0, 1] * m[..., 1, 0]
     if singular is not None:
         k = first_zero(d, xp)
@@ -38,6 +29,20 @@ def invert_affine(m, xp, singular=None):
     b1 = -a11 * m[..., 0, 2] - a12 * m[..., 1, 2]
     b2 = -a21 * m[..., 0, 2] - a22 * m[..., 1, 2]
     return xp.stack([xp.stack([a11, a12, b1], axis=-1), xp.stack([a21, a22, b2], axis=-1)], axis=-2)
+
+
+def invert_affine_values(m, singular=None):
+    """:func:`invert_affine` of one matrix given as its six values (row by row, Python
+    floats), returned alike: the same formula on Python floats (IEEE doubles, each
+    operation rounded once, as NumPy's), a tenth of the host time of NumPy's array
+    operations on six numbers (one host matrix is the usual cv2-style call)."""
+    a, b, c, d, e, f = m
+    det = a * e - b * d
+    if det == 0 and singular is not None:
+        raise singular(None)
+    det = 1.0 / det if det != 0 else 0.0
+    i00, i11, i01, i10 = e * det, a * det, b * -det, d * -det
+    return [i00, i01, -i00 * c - i01 * f, i10, i11, -i10 * c - i11 * f]
 
 
 def first_zero(d, xp):

@@ -25,7 +25,8 @@ from ._arrays import Prepared, overlaps
 from ._launch import ragged_records
 from ._torch import TensorView, torch_dtype
 
-__all__ = ["LaunchPlan", "PlanCache", "array_key", "call_key", "clear_all", "list_key", "options_key", "overlap"]
+__all__ = ["LaunchPlan", "PlanCache", "address", "array_key", "call_key", "clear_all", "list_key",
+           "options_key", "overlap"]
 
 
 _KINDS: dict = {}  # type -> "torch" / "cupy" / "numpy" / None
@@ -67,6 +68,16 @@ def array_key(x):
     return None
 
 
+def address(x):
+    """The address of a device array's first element (``x`` one :func:`array_key` keys)."""
+    kind = _kind_of(x)
+    if kind == "torch":
+        return x.data_ptr()
+    if kind == "cupy":
+        return x.data.ptr
+    return x.__array_interface__["data"][0]
+
+
 def list_key(images, most):
     """``array_key`` of each image of a list (or tuple) of 1 to ``most`` device images, or
     None."""
@@ -84,7 +95,7 @@ def list_key(images, most):
 
 def call_key(images, out, options, most):
     """``(kind, key)`` of a call on ``images`` (a device array, or a list of 1 to ``most``
-    device images) with ``out`` (None or a device array) and ``options`` (the other
+    device images; ``most`` 0: no list) with ``out`` (None or a device array) and ``options`` (the other
     arguments, see :func:`options_key`), or None where the call gets no plan."""
     if type(images) is list or type(images) is tuple:
         key = list_key(images, most)
@@ -97,7 +108,10 @@ def call_key(images, out, options, most):
     out_key = None if out is None else array_key(out)
     if out is not None and out_key is None:
         return None
-    return kind, (key, out_key, options_key(options))
+    options = options_key(options)
+    if options is None:  # (an array among them: its values are no key)
+        return None
+    return kind, (key, out_key, options)
 
 
 def options_key(values):
@@ -133,16 +147,18 @@ class LaunchPlan:
     strides)``: the position of the by-value records (:func:`cupyprep._launch.ragged_records`)
     whose pointers change, and the images' sizes and element strides. ``extra`` is whatever
     else the op hands back (copied per call by the op, so a caller changing it changes no
-    later call's)."""
+    later call's). ``per_call``: the positions of arguments the op works out at every call
+    (a warp's matrix) and hands to :meth:`run`."""
 
     __slots__ = ("args", "block", "extra", "fn", "grid", "out_dtype", "out_shape", "out_torch_dtype",
-                 "ragged", "slots")
+                 "per_call", "ragged", "slots")
 
-    def __init__(self, fn, grid, block, args, slots, out_shape, out_dtype, extra=None, ragged=None):
+    def __init__(self, fn, grid, block, args, slots, out_shape, out_dtype, extra=None, ragged=None,
+                 per_call=()):
         # the first call's input and output are not kept (a plan must not hold arrays alive):
         # their slots are filled at every run, and so are an emulator's records
         args = list(args)
-        for i in slots:
+        for i in (*slots, *per_call):
             if i is not None:
                 args[i] = None
         if ragged is not None and _kernels.current_emulator() is not None:
@@ -151,14 +167,18 @@ class LaunchPlan:
         self.out_shape, self.out_dtype, self.extra = tuple(out_shape), np.dtype(out_dtype), extra
         self.out_torch_dtype = None
         self.ragged = ragged
+        self.per_call = per_call
 
-    def run(self, x, kind, out=None):
+    def run(self, x, kind, out=None, values=()):
         """Launch on input ``x`` (an array, or a list of images, of the kind the plan was
         made for) into a new output, or into ``out`` (of the geometry the plan was made
-        for), in the launch context the general path uses; returns the output, or None
-        where ``out`` overlaps an input (the general path then stages the output)."""
+        for), in the launch context the general path uses, with ``values`` at the
+        ``per_call`` positions; returns the output, or None where ``out`` overlaps an input
+        (the general path then stages the output)."""
         i_in, i_out = self.slots
         args = list(self.args)
+        for i, v in zip(self.per_call, values):
+            args[i] = v
         ragged = self.ragged
         torch = kind == "torch"
         if ragged is None:
@@ -227,7 +247,8 @@ def clear_all():
 
 
 class PlanCache:
-    """A bounded map from keys to plans (the oldest plan goes first when full)."""
+    """A bounded map from keys to plans (the oldest plan goes first when full; ``maxsize``
+    0 keeps none: every call takes the general path)."""
 
     def __init__(self, maxsize=256):
         _CACHES.append(self)
@@ -239,6 +260,8 @@ class PlanCache:
         return self._plans.get(key)
 
     def put(self, key, plan):
+        if self._maxsize <= 0:
+            return
         with self._lock:
             if key not in self._plans and len(self._plans) >= self._maxsize:
                 self._plans.pop(next(iter(self._plans)))

@@ -11,22 +11,32 @@ Three kernels can make a warp, all with the same results bit for bit:
   are adjacent in the sources and the output; strides known at compile time, pixels
   read and stored as words, several pixels a thread.
 - "strided" (warp.cu): any strides; also OpenCV's fixed-point remap for 2 channels.
+
+A repeated call (one image or a batch, with the geometry, matrix form and options of an
+earlier call) launches that call's plan (:mod:`cupyprep._plans`): only the matrix is read
+and inverted again.
 """
 from __future__ import annotations
 
 import functools
 import math
+import struct
 from typing import NamedTuple
 
 import numpy as np
 
-from . import _arrays, _kernels, _matrix_math, _transfers, _validate
+from . import _arrays, _kernels, _matrix_math, _plans, _transfers, _validate
 from ._arrays import dense_pixels, unwrap, xp_of
 from ._launch import BLOCK_3D, by_value, launch_3d, no_ragged
 from ._specs import warp as warp_spec
 from .cpu.geometry import warp as _cpu_warp
 
 __all__ = ["warp_images", "gather_images", "choose_path", "WarpPath"]
+
+# Launch plans (see _plans) of the warps' plain calls: one image or a batch, keyed by its
+# geometry, the options, the matrix's form and whether the image's first byte is
+# word-aligned (which chooses the staged kernel or not)
+_PLANS = _plans.PlanCache()
 
 
 class WarpPath(NamedTuple):
@@ -177,6 +187,15 @@ def inverse(m, perspective, inverse_map, name):
         return m
     if not perspective:
         return _matrix_math.invert_affine(m, xp, lambda k: _matrix_math.singular_affine(_matrix_math.item(name, k)))
+    if xp is np and m.ndim == 2:
+        # one host matrix (the usual call): the batch's test and inversion below, without
+        # the batch's indexing and stacking (a quarter of the host time)
+        if np.linalg.det(m) == 0:
+            raise ValueError(f"{name}: singular perspective matrix (determinant 0) cannot be inverted")
+        from .cpu import cv2_module
+
+        cv2 = cv2_module()
+        return cv2.invert(np.ascontiguousarray(m), flags=cv2.DECOMP_LU)[1]
     if xp is not np:  # before CuPy's det: it calls cuBLAS, which a capture refuses too
         _transfers.refuse_under_capture(*_matrix_math.SINGULARITY_READ)
     k = _matrix_math.first_zero(xp.linalg.det(m), xp)
@@ -193,12 +212,76 @@ def inverse(m, perspective, inverse_map, name):
     return xp.linalg.inv(m)
 
 
-def _mat_value(m):
-    """One host (2, 3) or (3, 3) float64 matrix as the kernels' ``ByValue<double, 9>``."""
-    return by_value(m, np.float64, 9)
+_NO_MAT = by_value((), np.float64, 9)  # the by-value matrix of a launch that reads an array of them
+_MAT = struct.Struct("=9d")
 
 
-_NO_MAT = _mat_value(np.zeros(0))
+def _mat_value(flat):
+    """One host (2, 3) or (3, 3) matrix's values (row by row, Python floats) as the
+    kernels' ``ByValue<double, 9>``, zeros after them."""
+    return np.frombuffer(bytearray(_MAT.pack(*flat, *(0.0,) * (9 - len(flat)))), _NO_MAT.dtype)[0]
+
+
+def _one_matrix_value(m, flat, perspective, inverse_map, name):
+    """:func:`inverse` of one finite host (rows, 3) float64 matrix ``m`` (its values
+    ``flat``, row by row) as the kernels' by-value argument: no upload (a CUDA graph keeps
+    its values)."""
+    if inverse_map:
+        return _mat_value(flat)
+    if perspective:
+        return _mat_value(inverse(m, True, False, name).ravel().tolist())
+    return _mat_value(_matrix_math.invert_affine_values(flat, lambda k: _matrix_math.singular_affine(name)))
+
+
+def _host_matrix_value(matrix, perspective, inverse_map, name):
+    """:func:`check_matrices` and :func:`_one_matrix_value` of a host (rows, 3) ndarray of
+    numbers (the shape and dtype of a plan's key)."""
+    m = matrix if matrix.dtype == np.float64 else matrix.astype(np.float64)
+    flat = m.ravel().tolist()
+    if not all(map(math.isfinite, flat)):
+        raise ValueError(f"{name}: expected finite values, got NaN or infinity")
+    return _one_matrix_value(m, flat, perspective, inverse_map, name)
+
+
+def _matrix_args(xp, inv, rows, name):
+    """``(mats, mat_step, mat_value)`` of destination-to-source matrices other than one
+    host matrix: uploaded (host ones) and read by the kernel from device memory."""
+    mats = xp.ascontiguousarray(_transfers.upload(
+        xp, inv, f"{name} (a batch of host matrices)", "pass them on the images' "
+        "device, or one matrix (which goes by value)", np.float64))
+    return mats, (rows * 3 if mats.ndim == 3 else 0), _NO_MAT
+
+
+def _plan_key(images, matrix, out, options):
+    """``(kind, key)`` of a warp call that can have a plan (see ``_PLANS``), else None."""
+    found = _plans.call_key(images, out, options, 0)
+    if found is None:
+        return None
+    if type(matrix) is np.ndarray:
+        if matrix.dtype.kind not in "fiu":
+            return None
+        form = matrix.dtype, matrix.shape
+    else:
+        form = _plans.array_key(matrix)
+        if form is None:
+            return None
+    kind, key = found
+    return kind, (key, form, _plans.address(images) % 4 == 0)
+
+
+def _replay(plan, images, kind, matrix, out, perspective, inverse_map, name, matrix_name):
+    """A plan's launch with this call's matrix (checked and inverted as the general path
+    does); None where ``out`` overlaps the image."""
+    if type(matrix) is np.ndarray and matrix.ndim == 2:
+        return plan.run(images, kind, out, (None, _host_matrix_value(matrix, perspective, inverse_map,
+                                                                     matrix_name)))
+    rows, n_out, _ = plan.extra
+    call = _arrays.prepare(images, name)
+    with call.launch():
+        m = check_matrices(matrix_name, matrix, rows, n_out, call)
+        mats, _, value = _matrix_args(call.xp, inverse(m, perspective, inverse_map, matrix_name), rows,
+                                      matrix_name)
+        return plan.run(images, kind, out, (mats, value))
 
 
 def warp_images(images, matrix, size, interpolation, border_mode, border_value, inverse_map, out,
@@ -207,6 +290,16 @@ def warp_images(images, matrix, size, interpolation, border_mode, border_value, 
     """The warp ops' common path; ``gathered``: what gather_images(images, name) returned,
     when the caller has it already. Everything after reading the images runs on their
     device and stream (the matrices' conversion and inversion too)."""
+    key = None
+    if src_index is None and gathered is None and not checked:
+        # (the names only go into error messages, which a replay words with its own)
+        kind, key = _plan_key(images, matrix, out, (size, interpolation, border_mode, border_value,
+                                                    inverse_map, perspective)) or (None, None)
+        plan = None if key is None else _PLANS.get(key)
+        if plan is not None and plan.extra[2] is warp_spec.SPEC:  # (planned with the tuning in force)
+            done = _replay(plan, images, kind, matrix, out, perspective, inverse_map, name, matrix_name)
+            if done is not None:
+                return done
     call, arrays, uniform, (n_src, c, has_channels) = gathered or gather_images(images, name)
     dh, dw = _validate.size_hw("size", size)
     interpolation = _validate.choice("interpolation", interpolation, warp_spec.INTERPOLATIONS)
@@ -229,7 +322,11 @@ def warp_images(images, matrix, size, interpolation, border_mode, border_value, 
         if n_out == 0:
             native, _ = call.output(out, out_shape, dtype)
             return native
-        inv = inverse(m, perspective, inverse_map, matrix_name)
+        # one host matrix goes to the kernels by value: no upload (a CUDA graph keeps its values)
+        one = call.device and xp_of(m) is np and m.ndim == 2
+        inv = None if one else inverse(m, perspective, inverse_map, matrix_name)
+        mat_value = (_one_matrix_value(m, m.ravel().tolist(), perspective, inverse_map, matrix_name)
+                     if one else None)
         if not call.device:
             mats = np.broadcast_to(_transfers.to_host(inv), (n_out, rows, 3))
             imgs = (list(arrays) if uniform and arrays.ndim == 4 else
@@ -268,14 +365,10 @@ def warp_images(images, matrix, size, interpolation, border_mode, border_value, 
             tables = (None, table, records, i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
         index = None if src_index is None else _transfers.upload(
             xp, src_index, "image_index", "pass it on the images' device", np.int32)
-        if inv.ndim == 2 and xp_of(inv) is np:
-            # one host matrix goes by value: no upload (a CUDA graph keeps its values)
-            mats, mat_step, mat_value = None, 0, _mat_value(inv)
+        if one:
+            mats, mat_step = None, 0
         else:
-            mats = xp.ascontiguousarray(_transfers.upload(
-                xp, inv, f"{matrix_name} (a batch of host matrices)", "pass them on the images' "
-                "device, or one matrix (which goes by value)", np.float64))
-            mat_step, mat_value = (rows * 3 if mats.ndim == 3 else 0), _NO_MAT
+            mats, mat_step, mat_value = _matrix_args(xp, inv, rows, matrix_name)
         itab = ftab = None
         if kernel == "linear_fixed":  # nearest_fixed reads no weights
             table = _transfers.device_constant(
@@ -310,15 +403,27 @@ def warp_images(images, matrix, size, interpolation, border_mode, border_value, 
                 # a block
                 fn = _kernels.get_function(warp_spec.STAGED_FILE, spec.staged_expr(c, not uniform))
                 grid, split = staged_launch(dh, dw, n_out)
+                shape = None
                 if grid:
-                    fn((grid, 1, 1), (spec.staged_threads, 1, 1), args + split)
-                return native
-            fn = _kernels.get_function(warp_spec.FILE, spec.expr(
-                "perspective" if perspective else "affine", kernel, dtype, c, dense, pixels,
-                dense and not uniform))
-            block_x = spec.block_x if dense else BLOCK_3D
-            launch_3d(fn, n_out, (dh + thread_rows - 1) // thread_rows, (dw + pixels - 1) // pixels, args,
-                      block_x=block_x, block_y=BLOCK_3D // block_x)
+                    args += split
+                    shape = (grid, 1, 1), (spec.staged_threads, 1, 1)
+                    fn(*shape, args)
+            else:
+                fn = _kernels.get_function(warp_spec.FILE, spec.expr(
+                    "perspective" if perspective else "affine", kernel, dtype, c, dense, pixels,
+                    dense and not uniform))
+                block_x = spec.block_x if dense else BLOCK_3D
+                shape = launch_3d(fn, n_out, (dh + thread_rows - 1) // thread_rows,
+                                  (dw + pixels - 1) // pixels, args, block_x=block_x,
+                                  block_y=BLOCK_3D // block_x)
+            # the plan of the next such call (a key: one image or a batch); none for a launch
+            # that reads the interpolation tables, which device_constant hands out at every
+            # call (ordering another stream after their upload)
+            if (shape is not None and key is not None and itab is None and ftab is None
+                    and (out is None or not _plans.overlap(arrays, out))):
+                at = len(tables)  # index, mats, mat_step, mat_value, dst
+                _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, at + 4), out_shape, dtype,
+                                                  (rows, n_out, spec), per_call=(at + 1, at + 3)))
         return native
 
 

@@ -159,6 +159,20 @@ def test_values_of_other_types_or_geometry_get_their_own_plan(kernels):
     np.testing.assert_array_equal(kernels.get(got), ref)
 
 
+def test_an_option_given_as_an_array_gets_no_plan(kernels):
+    """An array's values are no key: mean / std as arrays take the general path every call
+    (a plan keyed without them would replay the first call's statistics)."""
+    rng = np.random.default_rng(8)
+    image = kernels.put(random_image(rng, (1, 12, 16, 3), np.uint8))
+    std = np.array([0.2, 0.25, 0.3])
+    got = [kernels.get(cupyprep.preprocess(image, SIZE, mean=np.array(mean), std=std)[0])
+           for mean in ([0.1, 0.2, 0.3], [0.5, 0.4, 0.6])]
+    assert len(pp._PLANS) == 0
+    ref, _ = reference(kernels, kernels.get(image), SIZE, mean=(0.5, 0.4, 0.6), std=(0.2, 0.25, 0.3))
+    np.testing.assert_array_equal(got[1], ref)
+    assert not np.array_equal(got[0], got[1])
+
+
 def test_a_replay_returns_its_own_meta_and_warns_again(kernels):
     rng = np.random.default_rng(3)
     image = kernels.put(random_image(rng, (1, 30, 50, 3), np.uint8))

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from cupyprep import _kernels, _matrix_math, _warping, augment
+from cupyprep import _kernels, _matrix_math, _plans, _warping, augment
 from cupyprep import geometry as G
 from cupyprep._launch import BLOCK_3D
 from cupyprep._specs import warp as warp_spec
@@ -906,7 +906,9 @@ def edge_matrices(rng, h, w):
 
 @pytest.fixture
 def warp_variants(monkeypatch):
-    """The warp kernel name expressions launched during the test, in order."""
+    """The warp kernel name expressions launched during the test, in order (every call
+    takes the general path: a launch plan's replay looks no kernel up)."""
+    monkeypatch.setattr(_warping, "_PLANS", _plans.PlanCache(maxsize=0))
     seen = []
     get_function = _kernels.get_function
     files = {f for f, _ in _kernels.variants("warp")}

@@ -1,7 +1,7 @@
-"""The Python of preprocess's S1 / S4 calls, and of resize and normalize calls, alone,
-general path against launch plan: the calls run under the CPU kernel emulator with every
-launch stubbed out, so what is timed is cupyprep's own argument handling (no GPU, no CuPy or
-torch work).
+"""The Python of preprocess's S1 / S4 calls, of warps (S3's and others), and of resize and
+normalize calls, alone, general path against launch plan: the calls run under the CPU kernel
+emulator with every launch stubbed out, so what is timed is cupyprep's own argument handling
+(no GPU, no CuPy or torch work).
 
     python -m benchmarks.dev.host_python
 """
@@ -29,6 +29,12 @@ def main(calls=2000, rounds=5):
     batch = np.zeros((8, 256, 256, 3), np.uint8)
     square = np.zeros((640, 640, 3), np.uint8)
     square_out = np.empty((3, 640, 640), np.float16)
+    img = np.zeros((512, 512, 3), np.uint8)
+    out3 = np.empty_like(img)
+    fbatch = np.zeros((8, 256, 256, 3), np.float32)
+    m = cupyprep.get_rotation_matrix_2d((255.5, 255.5), 30.0, 1.0)
+    per_image = np.stack([m] * 8)
+    h = np.array([[1.0, 0.1, 3.0], [0.05, 0.9, 2.0], [1e-4, 2e-4, 1.0]])
     cases = {
         "S1 one 1080p frame, out=": lambda: cupyprep.preprocess(frame, (640, 640), dtype="float16", out=out1),
         "S1 one 1080p frame, new output": lambda: cupyprep.preprocess(frame, (640, 640), dtype="float16"),
@@ -47,6 +53,10 @@ def main(calls=2000, rounds=5):
             dtype="float16", out=square_out),
         "normalize an NHWC batch of 8 to NCHW float32": lambda: cupyprep.normalize(
             batch, cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD, scale=1 / 255, layout="NCHW"),
+        "S3 warp_affine 512x512, out=": lambda: cupyprep.warp_affine(img, m, (512, 512), out=out3),
+        "warp_affine 512x512, new output": lambda: cupyprep.warp_affine(img, m, (512, 512)),
+        "warp_affine batch of 8, one matrix per image": lambda: cupyprep.warp_affine(fbatch, per_image, (256, 256)),
+        "warp_perspective 512x512, out=": lambda: cupyprep.warp_perspective(img, h, (512, 512), out=out3),
     }
     real = _kernels.get_function
     with testing.emulate():
