@@ -114,28 +114,38 @@ def call_key(images, out, options, most):
     return kind, (key, out_key, options)
 
 
+# option values a key may hold: immutable, so a value equal to a stored one means the same
+# call (an array, or any object compared by identity, might change in place under its key)
+_KEY_TYPES = frozenset((int, float, bool, str, type(None), type, np.dtype))
+
+
+def _key_value(v):
+    t = type(v)
+    if t in _KEY_TYPES or isinstance(v, (np.generic, np.dtype)):
+        return t, v
+    return None
+
+
 def options_key(values):
     """``values`` (an op's other arguments) with every element's type beside it, or None
-    where one cannot be a key (an array, a list of arrays)."""
+    where one cannot be a key: only numbers, strings, None, dtypes and types, alone or in
+    tuples / lists (an array or any other object could change in place under its key)."""
     out = []
     for v in values:
         t = type(v)
         if t is tuple or t is list:
             inner = []
             for e in v:
-                te = type(e)
-                if te is tuple or te is list or te is np.ndarray:
+                k = _key_value(e)
+                if k is None:
                     return None
-                inner.append((te, e))
+                inner.append(k)
             out.append((t, tuple(inner)))
-        elif t is np.ndarray:
-            return None
         else:
-            out.append((t, v))
-    try:
-        hash(tuple(out))
-    except TypeError:
-        return None
+            k = _key_value(v)
+            if k is None:
+                return None
+            out.append(k)
     return tuple(out)
 
 

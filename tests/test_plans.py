@@ -173,6 +173,23 @@ def test_an_option_given_as_an_array_gets_no_plan(kernels):
     assert not np.array_equal(got[0], got[1])
 
 
+def test_an_option_changed_in_place_is_seen(kernels):
+    """An object compared by identity (a torch tensor as mean) is no key either: changed in
+    place between two calls, the second call uses its new values."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(9)
+    image = kernels.put(random_image(rng, (1, 12, 16, 3), np.uint8))
+    mean = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
+    first = kernels.get(cupyprep.preprocess(image, SIZE, mean=mean, std=(0.2, 0.25, 0.3))[0])
+    mean[:] = torch.tensor([0.5, 0.4, 0.6], dtype=torch.float64)
+    second = kernels.get(cupyprep.preprocess(image, SIZE, mean=mean, std=(0.2, 0.25, 0.3))[0])
+    ref, _ = reference(kernels, kernels.get(image), SIZE, mean=(0.5, 0.4, 0.6), std=(0.2, 0.25, 0.3))
+    np.testing.assert_array_equal(second, ref)
+    assert not np.array_equal(first, second)
+    assert _plans.options_key([mean]) is None and _plans.options_key([(1.0, mean)]) is None
+    assert _plans.options_key([(0.5, 2), "linear", None, np.float32(1), np.dtype("float16")]) is not None
+
+
 def test_a_replay_returns_its_own_meta_and_warns_again(kernels):
     rng = np.random.default_rng(3)
     image = kernels.put(random_image(rng, (1, 30, 50, 3), np.uint8))
