@@ -2,13 +2,15 @@
 ``multiclass_nms`` for a batch of detector heads (TensorRT EfficientNMS's layout)."""
 from __future__ import annotations
 
+import sys
 from typing import NamedTuple
 
 import numpy as np
 
-from . import _arrays, _kernels, _nms_pipeline, _transfers, _validate
+from . import _arrays, _kernels, _nms_pipeline, _plans, _transfers, _validate
 from ._launch import launch_1d
 from ._specs import nms as nms_spec
+from ._torch import TensorView
 from .cpu import detection as cpu
 
 __all__ = ["nms", "batched_nms", "multiclass_nms", "Detections", "FlatDetections"]
@@ -115,7 +117,53 @@ def batched_nms(boxes, scores, idxs, iou_threshold, *, return_count=False):
     return _nms_call(boxes, scores, idxs, iou_threshold, return_count)
 
 
+# Launch plans (see _nms_plan): a repeated nms / batched_nms call with the same geometry
+# (boxes, scores and int64 idxs: kind, dtype, shape, strides, device), threshold and
+# return_count, under the same tuning, replays the first call's launches.
+_PLANS = _plans.PlanCache()
+_KEY_NUMBERS = (float, int, np.float64, np.float32, np.float16)
+
+
+def _plan_key(boxes, scores, idxs, iou_threshold, return_count):
+    """The key of a call's plan, or None where the call takes the general path every time
+    (host arrays, a threshold that is not a plain number, idxs other than int64)."""
+    b = _plans.array_key(boxes)
+    if b is None:
+        return None
+    s = _plans.array_key(scores)
+    c = None if idxs is None else _plans.array_key(idxs)
+    if s is None or (idxs is not None and (c is None or not _is_int64(c))):
+        return None
+    t = type(iou_threshold)
+    if t not in _KEY_NUMBERS:
+        return None
+    return b, s, c, t, iou_threshold, type(return_count), return_count, nms_spec.SPEC
+
+
+def _is_int64(key):
+    if key[0] == "torch":
+        return key[1] is sys.modules["torch"].int64
+    return key[1] == np.int64
+
+
+def _replay(plan, kind, boxes, scores, idxs, return_count):
+    if kind == "torch":
+        call = _arrays.Prepared(TensorView(boxes), kind, True, boxes)
+        inputs = (np.uint64(boxes.data_ptr()), np.uint64(scores.data_ptr()),
+                  None if idxs is None else np.uint64(idxs.data_ptr()))
+    else:
+        call = _arrays.Prepared(boxes, kind, True)
+        inputs = (boxes, scores, idxs)
+    with call.launch():
+        return _nms_pipeline.finish(plan, plan.run(call, inputs), return_count)
+
+
 def _nms_call(boxes, scores, idxs, iou_threshold, return_count):
+    key = _plan_key(boxes, scores, idxs, iou_threshold, return_count)
+    if key is not None:
+        plan = _PLANS.get(key)
+        if plan is not None:
+            return _replay(plan, key[0][0], boxes, scores, idxs, return_count)
     call = _arrays.prepare(boxes, "boxes")
     b = call.array
     _check_boxes("boxes", b)
@@ -147,11 +195,13 @@ def _nms_call(boxes, scores, idxs, iou_threshold, return_count):
             cls_mode, s_cls = nms_spec.CLASS_FROM_BOX, _arrays.element_strides(cls, "idxs")[0]
         else:
             cls_mode, s_cls = nms_spec.CLASS_NONE, 0
-        ids, _, counts = _nms_pipeline.run_pipeline(
+        plan = _nms_pipeline.plan_pipeline(
             call, b, (0, bs[0], bs[1]), s, (0, ss[0], 0), 1, n, 1, iou_threshold=thr,
             score_threshold=None, top_k=None, max_det=n, cls_mode=cls_mode, class_src=cls,
             s_cls=s_cls, grouped=cls is not None and n > nms_spec.SPEC.grouped_min_boxes)
-        return _nms_pipeline.finish(ids, counts, return_count)
+        if key is not None:
+            _PLANS.put(key, plan)
+        return _nms_pipeline.finish(plan, plan.run(call, (b, s, cls)), return_count)
 
 
 # --- batched multiclass NMS ----------------------------------------------------------------------------

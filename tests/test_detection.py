@@ -9,7 +9,7 @@ import pytest
 
 import cupyprep.detection as det
 from conftest import assert_close, torch_graphs_need_caching, tune
-from cupyprep import _arrays, _kernels, _nms_pipeline
+from cupyprep import _arrays, _kernels, _nms_pipeline, _nms_plan
 from cupyprep._specs import nms as nms_spec
 from cupyprep._specs import roi_align as roi_spec
 from cupyprep.cpu import detection as cpu
@@ -1321,7 +1321,7 @@ def _check_carve(carve, get):
 
 def test_carve_lays_arrays_apart():
     call = _arrays.Prepared(np.zeros(1), "numpy", True)
-    _check_carve(_nms_pipeline.Carve(call, _CARVE_SPECS), np.asarray)
+    _check_carve(_nms_plan.Carve(call, _nms_plan.Layout.of(_CARVE_SPECS)), np.asarray)
 
 
 @pytest.mark.gpu
@@ -1335,7 +1335,7 @@ def test_carve_on_the_callers_allocator(kind):
     x = torch.zeros(3, device="cuda") if kind == "torch" else cupy.zeros(3)
     call = _arrays.prepare(x, "boxes")
     with call.launch():
-        carve = _nms_pipeline.Carve(call, _CARVE_SPECS)
+        carve = _nms_plan.Carve(call, _nms_plan.Layout.of(_CARVE_SPECS))
         _check_carve(carve, cupy.asnumpy)
         ids = carve.native("ids")
         if kind == "torch":

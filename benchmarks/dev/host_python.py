@@ -54,11 +54,12 @@ if __name__ == "__main__":
 
 # --- nms / batched_nms: the Python of a call, and what it asks of the device -----------------------
 class _Tally:
-    """Per call: kernel lookups by name, launches, allocations, library sorts, array views
-    made of scratch memory, uploads and device queries, counted by wrapping the functions
-    that do them (launches stubbed, sorts stubbed to an empty result of the right size)."""
+    """Per call: kernel lookups by name, launches, allocations, library sorts, arrays made
+    of scratch memory (views) and scratch addresses passed as numbers (pointers), uploads
+    and device queries, counted by wrapping the functions that do them (launches stubbed,
+    sorts stubbed to an empty result of the right size)."""
 
-    FIELDS = ("lookups", "launches", "allocations", "sorts", "views", "uploads", "queries")
+    FIELDS = ("lookups", "launches", "allocations", "sorts", "views", "pointers", "uploads", "queries")
 
     def __init__(self):
         self.counts = dict.fromkeys(self.FIELDS, 0)
@@ -68,6 +69,9 @@ class _Tally:
 
     @contextlib.contextmanager
     def installed(self):
+        import importlib
+        import importlib.util
+
         from cupyprep import _arrays, _kernels, _nms_pipeline, _transfers
 
         def launch(*args, **kw):
@@ -93,10 +97,17 @@ class _Tally:
                    (_transfers, "upload", counted("uploads", _transfers.upload)),
                    (_transfers, "upload_like", counted("uploads", _transfers.upload_like)),
                    (_kernels, "multiprocessors", counted("queries", _kernels.multiprocessors))]
-        for owner, name in (("Carve", "view"), ("Carve", "native"), ("NmsPlan", "array")):
-            cls = getattr(_nms_pipeline, owner, None)
-            if cls is not None and hasattr(cls, name):
-                patches.append((cls, name, counted("views", getattr(cls, name))))
+        # arrays made of scratch memory (a CuPy array or torch view each on the device), and
+        # scratch addresses passed as numbers (where the pipeline has them)
+        plan_module = importlib.import_module("cupyprep._nms_plan") if importlib.util.find_spec(
+            "cupyprep._nms_plan") else None
+        for module, owner, name, field in ((_nms_pipeline, "Carve", "view", "views"),
+                                           (_nms_pipeline, "Carve", "native", "views"),
+                                           (plan_module, "Carve", "array", "views"),
+                                           (plan_module, "Carve", "argument", "pointers")):
+            cls = getattr(module, owner, None)
+            if cls is not None:
+                patches.append((cls, name, counted(field, getattr(cls, name))))
         kept = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
         for owner, name, value in patches:
             setattr(owner, name, value)

@@ -29,6 +29,9 @@ class NmsSpec:
     # suppression mask (every candidate passing) above this many bytes is sized by a count
     # of the passing candidates instead (one read back)
     mask_budget: int = 1 << 30
+    # a suppression mask of up to this many bytes shares one allocation with the scratch
+    # arrays and the results (one allocation a call, where there are three above it)
+    one_allocation: int = 4 << 20
 
     def keys_expr(self, score_dtype, best, key_type):
         return f"cupyprep_nms_keys<{ctype(score_dtype)}, {cbool(best)}, {key_type}>"
