@@ -10,9 +10,9 @@ from . import _kernels, _transfers
 from ._launch import launch_1d
 from ._nms_plan import INPUTS, Layout, Plan
 from ._specs import nms as nms_spec
-from ._torch import from_torch, torch_dtype
+from ._torch import from_torch
 
-__all__ = ["run_pipeline", "plan_pipeline", "finish", "empty_result", "mask_bytes"]
+__all__ = ["plan_pipeline", "finish", "empty_result", "mask_bytes"]
 
 
 # --- the GPU NMS pipeline ----------------------------------------------------------------------------
@@ -43,37 +43,30 @@ def mask_bytes(B, K):
     return B * 64 * (cb * (cb + 1) // 2) * 8
 
 
-def run_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, **options):
-    """Plan the pipeline (:func:`plan_pipeline`) and run it. Returns ``(ids, classes,
-    counts)``, each ``(array of the caller's library, kernel argument)``: ids (B,
-    max_det) int64, classes (B, max_det) int64 or ``(None, None)``, counts (B,) int64."""
-    plan = plan_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, **options)
-    carve = plan.run(call, (boxes, scores, options.get("class_src")))
-    return tuple((None, None) if r is None else (carve.array(r), carve.argument(r))
-                 for r in (plan.results["ids"], plan.results["classes"], plan.results["counts"]))
-
-
 def plan_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_threshold,
                   score_threshold, top_k, max_det, cls_mode, class_src=None, s_cls=0,
-                  want_classes=False, grouped=False, too_large=""):
+                  want_classes=False, grouped=False, too_large="", emit_per_box=None):
     """The launches keys -> argsort -> gather -> mask -> reduce for boxes, scores (and
     ``class_src``) of this geometry, as a :class:`~cupyprep._nms_plan.Plan` whose results
     are ``ids`` (B, max_det), ``classes`` (B, max_det) or None, ``counts`` (B,), and, for
     one segment, ``indices`` (max_det,) and ``count`` () (the same memory as ``ids[0]`` and
-    ``counts[0]``).
+    ``counts[0]``). ``emit_per_box`` (multiclass_nms: candidates per box): then also
+    cupyprep_nms_emit's detections ``det_boxes`` (B, max_det, 4), ``det_scores`` (B,
+    max_det) and ``det_index`` (B, max_det).
 
     ``grouped`` (batched_nms: one segment, classes from ``class_src``): candidates sorted by
     class, then score; each class is reduced on its own and the kept ids put back in score
     order by a final sort. ``too_large``: what the error for a mask larger than the
     device adds (what the caller can pass to bound it). ``score_threshold`` with a mask
-    over ``NmsSpec.mask_budget`` reads a count back (that plan holds for these scores
-    only)."""
+    over ``NmsSpec.mask_budget`` reads a count back: that plan holds for these scores only
+    (``plan.reusable`` is False)."""
     i32, i64, f32 = np.int32, np.int64, np.float32
     spec = nms_spec.SPEC
     best = cls_mode == nms_spec.CLASS_BEST
     S = N if (best or cls_mode != nms_spec.CLASS_PER_CANDIDATE) else N * C
     Kc = S if top_k is None else min(S, top_k)
-    if score_threshold is not None and mask_bytes(B, Kc) > spec.mask_budget:
+    counted = score_threshold is not None and mask_bytes(B, Kc) > spec.mask_budget
+    if counted:
         # size the mask by the candidates that pass (counted with >=, a superset of the
         # keys kernel's >; a box counts once in the best-class mode): at least that many
         # slots select the same candidates as S
@@ -120,6 +113,9 @@ def plan_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
     # the counts
     rows = 2 if want_classes else 1
     results = {"ids": ((rows, B, max_det), np.int64), "counts": ((B,), np.int64)}
+    if emit_per_box is not None:
+        results.update(det_boxes=((B, max_det, 4), boxes.dtype), det_scores=((B, max_det), scores.dtype),
+                       det_index=((B, max_det), np.int64))
     layout = Layout()
     if need <= spec.one_allocation:
         layout.add({**scratch, "mask": ((tri,), np.uint64), **results})
@@ -189,6 +185,14 @@ def plan_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
         ordered = plan.sort(_run_sorted, "final")
         launch_1d(plan.kernel(_kernels.get_function(nms_spec.FILE, "cupyprep_nms_final_ids")), max_det,
                   (ordered, slot("state", 8, np.uint64, (1,)), i32(max_det), ids, counts))
+    if emit_per_box is not None:
+        fn = plan.kernel(_kernels.get_function(nms_spec.FILE, spec.emit_expr(boxes.dtype, scores.dtype)))
+        launch_1d(fn, B * max_det, (boxes_in, i64(b_strides[0]), i64(b_strides[1]), i64(b_strides[2]), scores_in,
+                                    i64(s_strides[0]), i64(s_strides[1]), i64(s_strides[2]), ids, cls_out,
+                                    i32(emit_per_box), i32(max_det), i64(B * max_det), slot("det_boxes"),
+                                    slot("det_scores"), slot("det_index")))
+        plan.results.update((k, layout.region(k)) for k in ("det_boxes", "det_scores", "det_index"))
+    plan.reusable = not counted
     plan.results.update(
         ids=layout.region("ids", 0, np.int64, (B, max_det)),
         classes=layout.region("ids", B * max_det * 8, np.int64, (B, max_det)) if want_classes else None,

@@ -17,7 +17,7 @@ import numpy as np
 
 from ._torch import from_torch, torch_dtype
 
-__all__ = ["Layout", "Carve", "Plan", "Slot", "INPUTS"]
+__all__ = ["INPUTS", "Carve", "Layout", "Plan", "Slot"]
 
 _ALIGN = 256  # bytes between the arrays of one allocation
 _BYTES = np.dtype(np.uint8)
@@ -74,7 +74,7 @@ class Carve:
     ``torch.empty``, or cupy / numpy ``empty``, per allocation: under torch its caching
     allocator, so the pipeline stays capturable in a CUDA graph)."""
 
-    __slots__ = ("kind", "layout", "natives", "bytes", "bases")
+    __slots__ = ("bases", "bytes", "kind", "layout", "natives")
 
     def __init__(self, call, layout):
         self.kind = call.kind
@@ -147,10 +147,11 @@ class Plan:
     a kernel function is called) and :meth:`sort` in launch order, with :class:`Slot`
     arguments from :meth:`slot`, then :meth:`seal`-ed; :meth:`run` replays them."""
 
-    __slots__ = ("layout", "regions", "steps", "results", "_slots", "_sorts")
+    __slots__ = ("_slots", "_sorts", "layout", "regions", "results", "reusable", "steps")
 
     def __init__(self, layout):
         self.layout = layout
+        self.reusable = True  # False: made for one call's values (see plan_pipeline)
         self.regions = []  # slot len(INPUTS) + i is regions[i]; the sorts' results follow
         self.steps = []
         self.results = {}  # what the caller gets: name -> region
@@ -160,22 +161,27 @@ class Plan:
     def slot(self, name, start=0, dtype=None, shape=None):
         """The :class:`Slot` of array ``name`` (a part of it, as :meth:`Layout.region`);
         None where the layout has no such array."""
-        region = self.layout.region(name, start, dtype, shape)
-        if region is None:
-            return None
-        found = self._slots.get(region)
-        if found is None:
-            found = self._slots[region] = Slot(len(INPUTS) + len(self.regions))
-            self.regions.append(region)
+        key = (name, start, dtype, shape)
+        found = self._slots.get(key, False)
+        if found is False:
+            region = self.layout.region(name, start, dtype, shape)
+            found = None
+            if region is not None:
+                found = Slot(len(INPUTS) + len(self.regions))
+                self.regions.append(region)
+            self._slots[key] = found
         return found
 
     def kernel(self, fn):
         """A stand-in for kernel ``fn``: calling it (``(grid, block, args)``, as a kernel is
         called) records the launch."""
         def record(grid, block, args):
-            fills = tuple((i, a) for i, a in enumerate(args) if isinstance(a, Slot))
-            packed = tuple(None if isinstance(a, Slot) else a for a in args)
-            self.steps.append((fn, grid, block, packed, fills))
+            packed, fills = list(args), []
+            for i, a in enumerate(args):
+                if type(a) is Slot:
+                    packed[i] = None
+                    fills.append((i, a))
+            self.steps.append((fn, grid, block, tuple(packed), fills))
         return record
 
     def sort(self, sort, name):

@@ -8,9 +8,9 @@ import importlib
 
 import numpy as np
 import pytest
+from conftest import tune
 
 import cupyprep
-from conftest import tune
 from cupyprep import _arrays, _kernels, _plans
 from cupyprep._specs import nms as nms_spec
 from cupyprep.cpu import detection as cpu
@@ -148,6 +148,43 @@ def test_a_plan_keeps_no_array_alive(kernels):
     gc.collect()
     assert all(r() is None for r in refs)
     assert len(nms_module._PLANS) == 1
+
+
+@pytest.mark.parametrize("kw", [dict(score_threshold=0.3, top_k=100, max_detections=20),
+                                dict(class_agnostic=True, max_detections=300),
+                                dict(iou_threshold=0.4)])
+def test_a_repeated_multiclass_call_replays_its_plan(kernels, monkeypatch, kw):
+    rng = np.random.default_rng(8)
+    boxes = [scene(s, 2 * 300, np.float32)[0].reshape(2, 300, 4) for s in (8, 9)]
+    scores = [rng.random((2, 300, 3)).astype(np.float16) for _ in range(2)]
+
+    def run(i):
+        det = cupyprep.multiclass_nms(kernels.put(boxes[i]), kernels.put(scores[i]), **kw)
+        return [kernels.get(a) for a in det]
+
+    run(0)
+    lookups = counting(monkeypatch, _kernels, "get_function")
+    allocations = counting(monkeypatch, _arrays.Prepared, "output")
+    got = run(1)
+    assert (lookups, len(allocations)) == ([], 1)
+    _plans.clear_all()
+    for a, b in zip(got, run(1)):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_multiclass_call_that_counts_its_candidates_stores_no_plan(kernels, monkeypatch):
+    """A mask sized by a count of the passing scores (read back) holds for those scores only."""
+    tune(monkeypatch, nms_spec, mask_budget=1)
+    rng = np.random.default_rng(10)
+    boxes = scene(10, 200, np.float32)[0]
+    for power in (4, 0.25):  # few, then many candidates pass
+        scores = (rng.random((200, 2)) ** power).astype(np.float32)
+        det = cupyprep.multiclass_nms(kernels.put(boxes), kernels.put(scores), score_threshold=0.5,
+                                      max_detections=200)
+        assert len(nms_module._PLANS) == 0
+        _, _, expected = cpu.multiclass_nms(boxes[None], scores[None], 0.5, 0.5, None, 200, False)
+        np.testing.assert_array_equal(kernels.get(det.counts), expected)
 
 
 # --- torch on a GPU -------------------------------------------------------------------------
