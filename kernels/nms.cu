@@ -8,7 +8,7 @@
 //                                  all ones below the score threshold; stored sign-flipped so
 //                                  a signed sort orders it as unsigned. TK int: one segment.
 //   cupyprep_nms_small_sort        a stable argsort of the keys (ties by ascending candidate
-//                                  index) for one segment of up to 2048; larger inputs are
+//                                  index) for one segment of up to 4096; larger inputs are
 //                                  sorted by the array library (torch.sort, cupy.argsort)
 //   cupyprep_nms_gather<TB, CLS, TK>  the first Kc candidates of every segment in that order:
 //                                  boxes as float32, class, candidate id; the valid count m;
@@ -194,7 +194,7 @@ __global__ void cupyprep_nms_keys(const TS* __restrict__ scores, cp::i64 s_b, cp
 // shared memory; perm[i] is the index in the i-th word. One launch instead of a library
 // sort's several, for the common small inputs. blockDim.x >= 32 threads, any count: each
 // takes every blockDim.x-th compare-exchange pair of a step.
-constexpr int kSmallSort = 2048;
+constexpr int kSmallSort = 4096;
 
 __global__ void cupyprep_nms_small_sort(const int* __restrict__ keys, int n, int m,
                                         long long* __restrict__ perm) {

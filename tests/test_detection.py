@@ -826,7 +826,7 @@ def test_kernel_nms_equals_cpu(kernels, n, dtype):
     assert (padded[len(ref):] == -1).all()
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 31, 64, 100, 1000, 2048])
+@pytest.mark.parametrize("n", [1, 2, 3, 31, 64, 100, 1000, 2048, 2049, 3000, 4096])
 def test_kernel_small_sort_is_a_stable_argsort(kernels, n):
     """The one-block sort of nms's keys: many equal keys (index order kept) and the int32
     extremes (the sign flip into unsigned order)."""

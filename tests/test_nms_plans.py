@@ -63,7 +63,7 @@ def call(kernels, op, data, threshold=0.5, return_count=False):
     return kernels.get(out)
 
 
-CASES = [("nms", 1), ("nms", 1000), ("nms", 5000), ("batched_nms", 1), ("batched_nms", 1000),
+CASES = [("nms", 1), ("nms", 1000), ("nms", 3000), ("nms", 5000), ("batched_nms", 1), ("batched_nms", 1000),
          ("batched_nms", 5000), ("grouped", 1), ("grouped", 1000), ("grouped", 5000)]
 
 

@@ -22,7 +22,7 @@ class NmsSpec:
     # greedy pass see each class's boxes alone (fewer launches and sorts below it)
     grouped_min_boxes: int = 16384
     # one segment of up to this many keys sorts in one block of cupyprep_nms_small_sort
-    small_sort: int = 2048
+    small_sort: int = 4096
     # blocks per row of 64-row chunks in the mask launch (each loops over tiles)
     mask_y: int = 32
     # multiclass_nms with a score threshold and no (or a large) top_k: a worst-case
