@@ -1,7 +1,9 @@
 """The GPU NMS pipeline behind nms, batched_nms and multiclass_nms: score keys, a stable
 sort (one block of nms.cu's own up to ``NmsSpec.small_sort`` keys of one segment, torch's
-or CuPy's sort above), gathered boxes, the suppression mask of 64 x 64 tiles, and the
-greedy reduction on the GPU (one warp per 64 boxes, chained in score order)."""
+or CuPy's sort above), gathered boxes (for one small segment, keys, sort and gather are one
+launch), the suppression mask of 64 x 64 tiles, and the greedy reduction on the GPU (one
+warp per 64 boxes, chained in score order). The launches are planned once per geometry
+(:mod:`cupyprep._nms_plan`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -90,7 +92,7 @@ def plan_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
     # one segment: 32-bit keys (the segment part is zero) sort faster
     key_type, key_dtype = ("int", np.int32) if (B == 1 and not grouped) else ("long long", np.int64)
     classes = cls_mode != nms_spec.CLASS_NONE
-    # one segment of few keys: argsorted by one block (cupyprep_nms_small_sort)
+    # one segment of few keys: argsorted by one block (cupyprep_nms_small, or _small_sort)
     small = key_dtype == np.int32 and total <= spec.small_sort
     tri = B * 64 * (cb * (cb + 1) // 2)
     scratch = {
@@ -131,19 +133,7 @@ def plan_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
     boxes_in, scores_in, classes_in = INPUTS
     classes_in = None if class_src is None else classes_in
     keys, best_arr = slot("keys"), slot("best")
-    fn = plan.kernel(_kernels.get_function(nms_spec.FILE, spec.keys_expr(scores.dtype, best, key_type)))
     has_thr = score_threshold is not None
-    launch_1d(fn, total, (scores_in, i64(s_strides[0]), i64(s_strides[1]), i64(s_strides[2]), i32(N),
-                          i32(C), i32(has_thr), f32(score_threshold if has_thr else 0.0),
-                          classes_in if grouped else None, i64(s_cls if grouped else 0), i64(total),
-                          keys, best_arr))
-    if small:
-        m = 1 << max(total - 1, 1).bit_length()  # a power of two >= total, >= 2
-        perm = slot("perm")
-        plan.kernel(_kernels.get_function(nms_spec.FILE, "cupyprep_nms_small_sort"))(
-            (1,), (max(32, min(1024, m // 2)),), (keys, i32(total), i32(m), perm))
-    else:
-        perm = plan.sort(_run_argsort, "keys")
     sboxes, sid, mcount, scls = slot("sboxes"), slot("sid"), slot("mcount"), slot("scls")
     n_state = 2 + 2 * B * cb
     state = slot("state")
@@ -151,11 +141,33 @@ def plan_pipeline(call, boxes, b_strides, scores, s_strides, B, N, C, *, iou_thr
     counts = slot("counts")
     n_fill = 0 if grouped else rows * B * max_det
     src = best_arr if best else classes_in
-    fn = plan.kernel(_kernels.get_function(nms_spec.FILE, spec.gather_expr(boxes.dtype, cls_mode, key_type)))
-    launch_1d(fn, max(B * Kc, n_state, n_fill),
-              (boxes_in, i64(b_strides[0]), i64(b_strides[1]), i64(b_strides[2]), keys, perm, src, i64(s_cls),
-               i64(S), i32(C), i32(Kc), i64(B * Kc), sboxes, scls, sid, mcount, state, i64(n_state),
-               out, i64(n_fill)))
+    m = 1 << max(total - 1, 1).bit_length()  # the one-block sort's size: a power of two >= total, >= 2
+    if small and max(n_state, n_fill) <= spec.small_sort:
+        # keys, sort and gather in one block (its loops over the state and the outputs short)
+        perm = slot("perm")
+        fn = plan.kernel(_kernels.get_function(nms_spec.FILE, spec.small_expr(scores.dtype, boxes.dtype, cls_mode)))
+        fn((1,), (max(32, min(1024, m // 2)),),
+           (scores_in, i64(s_strides[1]), i64(s_strides[2]), i32(N), i32(C), i32(has_thr),
+            f32(score_threshold if has_thr else 0.0), keys, best_arr, i32(m), perm, boxes_in, i64(b_strides[1]),
+            i64(b_strides[2]), classes_in, i64(s_cls), i32(Kc), sboxes, scls, sid, mcount, state, i64(n_state),
+            out, i64(n_fill)))
+    else:
+        fn = plan.kernel(_kernels.get_function(nms_spec.FILE, spec.keys_expr(scores.dtype, best, key_type)))
+        launch_1d(fn, total, (scores_in, i64(s_strides[0]), i64(s_strides[1]), i64(s_strides[2]), i32(N),
+                              i32(C), i32(has_thr), f32(score_threshold if has_thr else 0.0),
+                              classes_in if grouped else None, i64(s_cls if grouped else 0), i64(total),
+                              keys, best_arr))
+        if small:
+            perm = slot("perm")
+            plan.kernel(_kernels.get_function(nms_spec.FILE, "cupyprep_nms_small_sort"))(
+                (1,), (max(32, min(1024, m // 2)),), (keys, i32(total), i32(m), perm))
+        else:
+            perm = plan.sort(_run_argsort, "keys")
+        fn = plan.kernel(_kernels.get_function(nms_spec.FILE, spec.gather_expr(boxes.dtype, cls_mode, key_type)))
+        launch_1d(fn, max(B * Kc, n_state, n_fill),
+                  (boxes_in, i64(b_strides[0]), i64(b_strides[1]), i64(b_strides[2]), keys, perm, src, i64(s_cls),
+                   i64(S), i32(C), i32(Kc), i64(B * Kc), sboxes, scls, sid, mcount, state, i64(n_state),
+                   out, i64(n_fill)))
     first = None
     if grouped:
         first = slot("first")

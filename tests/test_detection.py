@@ -1050,6 +1050,28 @@ def test_kernel_multiclass_one_image_and_empty_batch(kernels, poisoned_all_outpu
         check_flatten(got, kernels.get)
 
 
+@pytest.mark.parametrize("agnostic", [False, True])
+@pytest.mark.parametrize("D", [64, 2100])
+def test_kernel_one_image_sorts_in_one_block(kernels, poisoned_all_outputs, launched, agnostic, D):
+    """One image of few candidates: keys, sort and gather in one launch (cupyprep_nms_small),
+    or, where the outputs to pre-fill (two rows of max_detections) pass NmsSpec.small_sort,
+    the keys, the one-block sort and the gather as three; the NumPy backend's result both
+    ways (boxes float16, scores float32: the two dtypes of the one-block kernel apart)."""
+    rng = np.random.default_rng(44)
+    N, C = 300, 3
+    boxes = random_boxes(rng, N, extent=60, dtype=np.float16)
+    scores = rng.random((N, C)).astype(np.float32)
+    scores[::7] = np.nan
+    kw = dict(iou_threshold=0.45, score_threshold=0.3, max_detections=D, class_agnostic=agnostic)
+    got = det.multiclass_nms(kernels.put(boxes), kernels.put(scores), **kw)
+    assert_detections_equal(got, cpu_multiclass(boxes[None], scores[None], **kw), kernels.get)
+    names = [expr.split("<")[0] for _, expr in launched]
+    fused = 2 * D <= nms_spec.SPEC.small_sort
+    assert ("cupyprep_nms_small" in names) == fused
+    assert ("cupyprep_nms_small_sort" in names) == (not fused)
+    assert ("cupyprep_nms_keys" in names) == (not fused)
+
+
 @pytest.mark.gpu
 def test_gpu_multiclass_yolo_sized_without_top_k():
     """8 x 8400 anchors x 80 classes (a YOLO head), per class, as the docstring's example

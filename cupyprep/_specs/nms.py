@@ -21,7 +21,8 @@ class NmsSpec:
     # batched_nms with more boxes than this sorts by class first, so the mask and the
     # greedy pass see each class's boxes alone (fewer launches and sorts below it)
     grouped_min_boxes: int = 16384
-    # one segment of up to this many keys sorts in one block of cupyprep_nms_small_sort
+    # one segment of up to this many keys sorts in one block (cupyprep_nms_small: keys, sort
+    # and gather in one launch, where the gather's other loops are this short too)
     small_sort: int = 4096
     # blocks per row of 64-row chunks in the mask launch (each loops over tiles)
     mask_y: int = 32
@@ -36,6 +37,9 @@ class NmsSpec:
 
     def keys_expr(self, score_dtype, best, key_type):
         return f"cupyprep_nms_keys<{ctype(score_dtype)}, {cbool(best)}, {key_type}>"
+
+    def small_expr(self, score_dtype, box_dtype, classes):
+        return f"cupyprep_nms_small<{ctype(score_dtype)}, {ctype(box_dtype)}, {classes}>"
 
     def gather_expr(self, box_dtype, classes, key_type):
         return f"cupyprep_nms_gather<{ctype(box_dtype)}, {classes}, {key_type}>"
@@ -55,6 +59,7 @@ class NmsSpec:
     def variants(self):
         out = [self.keys_expr(t, b, k) for t in BOX_DTYPES for b in (False, True) for k in KEY_TYPES]
         out += [self.gather_expr(t, c, k) for t in BOX_DTYPES for c in range(4) for k in KEY_TYPES]
+        out += [self.small_expr(s, b, c) for s in BOX_DTYPES for b in BOX_DTYPES for c in range(4)]
         out += ["cupyprep_nms_first_chunk", "cupyprep_nms_small_sort"]
         out += [self.mask_expr(h, c, f) for h in (False, True) for c in (False, True)
                 for f in (False, True)]
