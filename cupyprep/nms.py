@@ -163,7 +163,7 @@ def _replay(plan, key, boxes, scores, idxs):
 
 
 def _nms_call(boxes, scores, idxs, iou_threshold, return_count):
-    key = _plan_key("nms", boxes, scores, idxs, (iou_threshold, return_count))
+    key = _plan_key("nms", boxes, scores, idxs, (iou_threshold,))
     if key is not None:
         plan = _PLANS.get(key)
         if plan is not None:
