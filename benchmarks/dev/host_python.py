@@ -146,7 +146,7 @@ def nms_main(calls=2000):
         python -c "from benchmarks.dev.host_python import nms_main; nms_main()"
     """
     import cupyprep
-    from cupyprep import testing
+    from cupyprep import _plans, testing
 
     rng = np.random.default_rng(0)
 
@@ -172,6 +172,7 @@ def nms_main(calls=2000):
             call = case(op, n, dtype, return_count)
             name = f"{op} {n} {np.dtype(dtype).name} return_count={return_count}"
             for label, plans in (("general path", _nms_general_path), ("repeated call", contextlib.nullcontext)):
+                _plans.clear_all()  # a plan holds the launch stubs of the tally it was made under
                 with plans():
                     tally = _Tally()
                     with tally.installed():
