@@ -158,7 +158,11 @@ def nms_main(calls=2000):
     sets = {(n, dt): (boxes(n, dt), rng.random(n).astype(dt), rng.integers(0, 80, n).astype(np.int64))
             for n in (1000, 5000, 20000) for dt in (np.float32, np.float16)}
 
+    head = (boxes(8400, np.float32)[None], (rng.random((1, 8400, 80)) ** 8).astype(np.float32))
+
     def case(op, n, dtype, return_count):
+        if op == "multiclass_nms":  # S2: one image's YOLO head
+            return lambda: cupyprep.multiclass_nms(*head, score_threshold=0.25, top_k=1000)
         b, s, c = sets[(n, dtype)]
         if op == "nms":
             return lambda: cupyprep.nms(b, s, 0.5, return_count=return_count)
@@ -166,7 +170,8 @@ def nms_main(calls=2000):
 
     cases = [("nms", 1000, np.float32, True), ("nms", 1000, np.float32, False), ("nms", 1000, np.float16, True),
              ("nms", 5000, np.float32, True), ("batched_nms", 1000, np.float32, True),
-             ("batched_nms", 1000, np.float16, False), ("batched_nms", 20000, np.float32, True)]
+             ("batched_nms", 1000, np.float16, False), ("batched_nms", 20000, np.float32, True),
+             ("multiclass_nms", 8400, np.float32, True)]
     with testing.emulate():
         for op, n, dtype, return_count in cases:
             call = case(op, n, dtype, return_count)
