@@ -121,7 +121,10 @@ class Carve:
         if region is None:
             return None
         if self.kind == "torch":
-            return from_torch(self.array(region))
+            import cupy
+
+            index, offset, _, dtype, shape = region
+            return cupy.ndarray(shape, dtype, from_torch(self.natives[index]).data + offset)
         return self.array(region)
 
     def native(self, name):
