@@ -55,7 +55,7 @@ def array_key(x):
     need the general path's checks)."""
     kind = _kind_of(x)
     if kind == "torch":
-        if not x.is_cuda or x.is_nested or x.is_neg() or x.is_conj():
+        if not x.is_cuda or x.is_nested or x.layout is not sys.modules["torch"].strided or x.is_neg() or x.is_conj():
             return None
         return "torch", x.dtype, x.shape, x.stride(), x.get_device()
     if kind == "cupy":

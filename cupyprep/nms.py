@@ -2,13 +2,14 @@
 ``multiclass_nms`` for a batch of detector heads (TensorRT EfficientNMS's layout)."""
 from __future__ import annotations
 
+import sys
 from typing import NamedTuple
 
 import numpy as np
 
-from . import _arrays, _kernels, _nms_pipeline, _transfers, _validate
-from ._launch import launch_1d
+from . import _arrays, _nms_pipeline, _plans, _transfers, _validate
 from ._specs import nms as nms_spec
+from ._torch import TensorView
 from .cpu import detection as cpu
 
 __all__ = ["nms", "batched_nms", "multiclass_nms", "Detections", "FlatDetections"]
@@ -115,7 +116,58 @@ def batched_nms(boxes, scores, idxs, iou_threshold, *, return_count=False):
     return _nms_call(boxes, scores, idxs, iou_threshold, return_count)
 
 
+# Launch plans (see _nms_plan): a repeated call with the same geometry (boxes, scores and
+# int64 idxs: kind, dtype, shape, strides, device) and the same other arguments (plain
+# numbers, of the same types), under the same tuning, replays the first call's launches.
+_PLANS = _plans.PlanCache()
+_PLAIN = frozenset({type(None), bool, int, float, np.float64, np.float32, np.float16, np.int64, np.int32})
+
+
+def _plan_key(op, boxes, scores, idxs, options):
+    """The key of a call's plan, or None where the call takes the general path every time
+    (host arrays, an option that is not a plain number, idxs other than int64)."""
+    b = _plans.array_key(boxes)
+    if b is None:
+        return None
+    s = _plans.array_key(scores)
+    c = None if idxs is None else _plans.array_key(idxs)
+    if s is None or (idxs is not None and (c is None or not _is_int64(c))):
+        return None
+    key = [op, b, s, c, nms_spec.SPEC]
+    for v in options:
+        t = type(v)
+        if t not in _PLAIN:
+            return None
+        key += (t, v)
+    return tuple(key)
+
+
+def _is_int64(key):
+    if key[0] == "torch":
+        return key[1] is sys.modules["torch"].int64
+    return key[1] == np.int64
+
+
+def _replay(plan, key, boxes, scores, idxs):
+    """Run ``plan`` on the arrays of a call with ``key``; returns the Carve."""
+    kind = key[1][0]
+    if kind == "torch":
+        call = _arrays.Prepared(TensorView(boxes), kind, True, boxes)
+        inputs = (np.uint64(boxes.data_ptr()), np.uint64(scores.data_ptr()),
+                  None if idxs is None else np.uint64(idxs.data_ptr()))
+    else:
+        call = _arrays.Prepared(boxes, kind, True)
+        inputs = (boxes, scores, idxs)
+    with call.launch():
+        return plan.run(call, inputs)
+
+
 def _nms_call(boxes, scores, idxs, iou_threshold, return_count):
+    key = _plan_key("nms", boxes, scores, idxs, (iou_threshold,))
+    if key is not None:
+        plan = _PLANS.get(key)
+        if plan is not None:
+            return _nms_pipeline.finish(plan, _replay(plan, key, boxes, scores, idxs), return_count)
     call = _arrays.prepare(boxes, "boxes")
     b = call.array
     _check_boxes("boxes", b)
@@ -147,11 +199,13 @@ def _nms_call(boxes, scores, idxs, iou_threshold, return_count):
             cls_mode, s_cls = nms_spec.CLASS_FROM_BOX, _arrays.element_strides(cls, "idxs")[0]
         else:
             cls_mode, s_cls = nms_spec.CLASS_NONE, 0
-        ids, _, counts = _nms_pipeline.run_pipeline(
+        plan = _nms_pipeline.plan_pipeline(
             call, b, (0, bs[0], bs[1]), s, (0, ss[0], 0), 1, n, 1, iou_threshold=thr,
             score_threshold=None, top_k=None, max_det=n, cls_mode=cls_mode, class_src=cls,
             s_cls=s_cls, grouped=cls is not None and n > nms_spec.SPEC.grouped_min_boxes)
-        return _nms_pipeline.finish(ids, counts, return_count)
+        if key is not None:
+            _PLANS.put(key, plan)
+        return _nms_pipeline.finish(plan, plan.run(call, (b, s, cls)), return_count)
 
 
 # --- batched multiclass NMS ----------------------------------------------------------------------------
@@ -252,6 +306,12 @@ def multiclass_nms(boxes, scores, *, iou_threshold=0.5, score_threshold=None, to
     >>> det = cupyprep.multiclass_nms(boxes, scores, score_threshold=0.25)   # doctest: +SKIP
     >>> det.counts, det.boxes[0, :det.counts[0]]                               # doctest: +SKIP
     """
+    key = _plan_key("multiclass_nms", boxes, scores, None,
+                    (iou_threshold, score_threshold, top_k, max_detections, class_agnostic))
+    if key is not None:
+        plan = _PLANS.get(key)
+        if plan is not None:
+            return _detections(plan, _replay(plan, key, boxes, scores, None))
     call = _arrays.prepare(boxes, "boxes")
     b = call.array
     squeeze = b.ndim == 2
@@ -301,19 +361,18 @@ def multiclass_nms(boxes, scores, *, iou_threshold=0.5, score_threshold=None, to
             cls_mode = nms_spec.CLASS_BEST
         else:
             cls_mode = nms_spec.CLASS_PER_CANDIDATE
-        ids, cls_out, counts = _nms_pipeline.run_pipeline(
+        plan = _nms_pipeline.plan_pipeline(
             call, b, (bs[0], bs[1], bs[2]), s, (ss[0], ss[1], ss[2]), B, N, C, iou_threshold=thr,
             score_threshold=sthr, top_k=top_k, max_det=D, cls_mode=cls_mode, want_classes=True,
-            too_large="; pass top_k (or a smaller one) to bound the candidates per image")
-        out_b = call.output(None, (B, D, 4), b.dtype)
-        out_s = call.output(None, (B, D), s.dtype)
-        out_i = call.output(None, (B, D), np.int64)
-        fn = _kernels.get_function(nms_spec.FILE, nms_spec.SPEC.emit_expr(b.dtype, s.dtype))
-        i64 = np.int64
-        launch_1d(fn, B * D, (b, i64(bs[0]), i64(bs[1]), i64(bs[2]), s, i64(ss[0]), i64(ss[1]),
-                              i64(ss[2]), ids[1], cls_out[1], np.int32(per_box),
-                              np.int32(D), i64(B * D), out_b[1], out_s[1], out_i[1]))
-        return Detections(counts[0], out_b[0], out_s[0], cls_out[0], out_i[0])
+            too_large="; pass top_k (or a smaller one) to bound the candidates per image", emit_per_box=per_box)
+        if key is not None and plan.reusable:
+            _PLANS.put(key, plan)
+        return _detections(plan, plan.run(call, (b, s, None)))
+
+
+def _detections(plan, carve):
+    return Detections(*(carve.array(plan.results[k])
+                        for k in ("counts", "det_boxes", "det_scores", "classes", "det_index")))
 
 
 def _empty_detections(call, B, D, bdt, sdt):

@@ -8,8 +8,9 @@
 //                                  all ones below the score threshold; stored sign-flipped so
 //                                  a signed sort orders it as unsigned. TK int: one segment.
 //   cupyprep_nms_small_sort        a stable argsort of the keys (ties by ascending candidate
-//                                  index) for one segment of up to 2048; larger inputs are
+//                                  index) for one segment of up to 4096; larger inputs are
 //                                  sorted by the array library (torch.sort, cupy.argsort)
+//   cupyprep_nms_small<TS, TB, CLS>  keys, small sort and gather in one block (one segment)
 //   cupyprep_nms_gather<TB, CLS, TK>  the first Kc candidates of every segment in that order:
 //                                  boxes as float32, class, candidate id; the valid count m;
 //                                  also clears the reduce's state and pre-fills the outputs
@@ -147,15 +148,15 @@ __device__ __forceinline__ bool read_state(const unsigned long long* s, unsigned
 // order, the lowest class among ties) written to best[b * N + n]. group (one segment only,
 // else NULL): the high key part is the low 32 bits of group[n * s_group] (a class), so a
 // class's candidates are contiguous (classes whose low 32 bits agree share a run).
+// Candidates first, first + stride, ... (a grid's or one block's threads).
 template <typename TS, bool BEST, typename TK>
-__global__ void cupyprep_nms_keys(const TS* __restrict__ scores, cp::i64 s_b, cp::i64 s_n,
-                                  cp::i64 s_c, int N, int C, int has_threshold,
-                                  float score_threshold, const long long* __restrict__ group,
-                                  cp::i64 s_group, cp::i64 total, TK* __restrict__ keys,
-                                  long long* __restrict__ best) {
+__device__ __forceinline__ void candidate_keys(const TS* scores, cp::i64 s_b, cp::i64 s_n,
+                                               cp::i64 s_c, int N, int C, int has_threshold,
+                                               float score_threshold, const long long* group,
+                                               cp::i64 s_group, cp::i64 total, TK* keys,
+                                               long long* best, cp::i64 first, cp::i64 stride) {
     const cp::i64 per_segment = BEST ? (cp::i64)N : (cp::i64)N * C;
-    const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
-    for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+    for (cp::i64 i = first; i < total; i += stride) {
         const cp::i64 b = i / per_segment;
         const cp::i64 id = i - b * per_segment;
         float s;
@@ -187,6 +188,17 @@ __global__ void cupyprep_nms_keys(const TS* __restrict__ scores, cp::i64 s_b, cp
     }
 }
 
+template <typename TS, bool BEST, typename TK>
+__global__ void cupyprep_nms_keys(const TS* __restrict__ scores, cp::i64 s_b, cp::i64 s_n,
+                                  cp::i64 s_c, int N, int C, int has_threshold,
+                                  float score_threshold, const long long* __restrict__ group,
+                                  cp::i64 s_group, cp::i64 total, TK* __restrict__ keys,
+                                  long long* __restrict__ best) {
+    candidate_keys<TS, BEST, TK>(scores, s_b, s_n, s_c, N, C, has_threshold, score_threshold, group, s_group,
+                                 total, keys, best, (cp::i64)blockIdx.x * blockDim.x + threadIdx.x,
+                                 (cp::i64)blockDim.x * gridDim.x);
+}
+
 // The stable ascending argsort of one segment's int keys (as cupyprep_nms_keys stores
 // them) for up to kSmallSort candidates, in one block: each key with its index below it
 // as one 64-bit word (so equal keys keep index order and every word is distinct), padded
@@ -194,11 +206,10 @@ __global__ void cupyprep_nms_keys(const TS* __restrict__ scores, cp::i64 s_b, cp
 // shared memory; perm[i] is the index in the i-th word. One launch instead of a library
 // sort's several, for the common small inputs. blockDim.x >= 32 threads, any count: each
 // takes every blockDim.x-th compare-exchange pair of a step.
-constexpr int kSmallSort = 2048;
+constexpr int kSmallSort = 4096;
 
-__global__ void cupyprep_nms_small_sort(const int* __restrict__ keys, int n, int m,
-                                        long long* __restrict__ perm) {
-    __shared__ unsigned long long v[kSmallSort];
+__device__ __forceinline__ void block_argsort(const int* keys, int n, int m,
+                                              long long* perm, unsigned long long* v) {
     for (int i = threadIdx.x; i < m; i += blockDim.x) {
         v[i] = i < n ? ((unsigned long long)((unsigned int)keys[i] ^ 0x80000000u) << 32) | (unsigned int)i
                      : ~0ull;
@@ -220,21 +231,23 @@ __global__ void cupyprep_nms_small_sort(const int* __restrict__ keys, int n, int
     for (int i = threadIdx.x; i < n; i += blockDim.x) perm[i] = (long long)(v[i] & 0xFFFFFFFFull);
 }
 
+__global__ void cupyprep_nms_small_sort(const int* __restrict__ keys, int n, int m,
+                                        long long* __restrict__ perm) {
+    __shared__ unsigned long long v[kSmallSort];
+    block_argsort(keys, n, m, perm, v);
+}
+
 // CLS: 0 no classes, 1 class = id % C (candidates per class), 2 class = idxs[box]
 // (batched_nms), 3 class = best[segment, id] (best class per box).
-// Also (grid-stride): zero[0, n_zero) = 0 and fill[0, n_fill) = -1.
+// Also: zero[0, n_zero) = 0 and fill[0, n_fill) = -1. Items first, first + stride, ...
 template <typename TB, int CLS, typename TK>
-__global__ void cupyprep_nms_gather(const TB* __restrict__ boxes, cp::i64 s_b, cp::i64 s_n,
-                                    cp::i64 s_x, const TK* __restrict__ keys,
-                                    const long long* __restrict__ perm,
-                                    const long long* __restrict__ class_src, cp::i64 s_cls,
-                                    cp::i64 per_segment, int C, int Kc, cp::i64 total,
-                                    float* __restrict__ sboxes, long long* __restrict__ scls,
-                                    long long* __restrict__ sid, int* __restrict__ mcount,
-                                    unsigned long long* __restrict__ zero, cp::i64 n_zero,
-                                    long long* __restrict__ fill, cp::i64 n_fill) {
-    const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
-    const cp::i64 first = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x;
+__device__ __forceinline__ void gather_candidates(
+    const TB* boxes, cp::i64 s_b, cp::i64 s_n, cp::i64 s_x, const TK* keys,
+    const long long* perm, const long long* class_src, cp::i64 s_cls,
+    cp::i64 per_segment, int C, int Kc, cp::i64 total, float* sboxes,
+    long long* scls, long long* sid, int* mcount,
+    unsigned long long* zero, cp::i64 n_zero, long long* fill, cp::i64 n_fill,
+    cp::i64 first, cp::i64 stride) {
     for (cp::i64 i = first; i < n_zero; i += stride) zero[i] = 0ull;
     for (cp::i64 i = first; i < n_fill; i += stride) fill[i] = -1;
     for (cp::i64 i = first; i < total; i += stride) {
@@ -264,6 +277,48 @@ __global__ void cupyprep_nms_gather(const TB* __restrict__ boxes, cp::i64 s_b, c
             if (last) mcount[b] = j + 1;
         }
     }
+}
+
+template <typename TB, int CLS, typename TK>
+__global__ void cupyprep_nms_gather(const TB* __restrict__ boxes, cp::i64 s_b, cp::i64 s_n,
+                                    cp::i64 s_x, const TK* __restrict__ keys,
+                                    const long long* __restrict__ perm,
+                                    const long long* __restrict__ class_src, cp::i64 s_cls,
+                                    cp::i64 per_segment, int C, int Kc, cp::i64 total,
+                                    float* __restrict__ sboxes, long long* __restrict__ scls,
+                                    long long* __restrict__ sid, int* __restrict__ mcount,
+                                    unsigned long long* __restrict__ zero, cp::i64 n_zero,
+                                    long long* __restrict__ fill, cp::i64 n_fill) {
+    gather_candidates<TB, CLS, TK>(boxes, s_b, s_n, s_x, keys, perm, class_src, s_cls, per_segment, C, Kc, total,
+                                   sboxes, scls, sid, mcount, zero, n_zero, fill, n_fill,
+                                   (cp::i64)blockIdx.x * blockDim.x + threadIdx.x, (cp::i64)blockDim.x * gridDim.x);
+}
+
+// keys -> small sort -> gather for one segment of up to kSmallSort candidates (int keys,
+// no group), in one block: one launch instead of three. The block's threads share the
+// keys and the order through global memory, after a barrier (so keys, best and perm are
+// not __restrict__: no read of them may go through the read-only cache). BEST = (CLS ==
+// 3): the best class of each box goes to best, which the gather reads as class_src.
+template <typename TS, typename TB, int CLS>
+__global__ void cupyprep_nms_small(const TS* __restrict__ scores, cp::i64 s_n, cp::i64 s_c, int N, int C,
+                                   int has_threshold, float score_threshold, int* keys, long long* best,
+                                   int m, long long* perm,
+                                   const TB* __restrict__ boxes, cp::i64 b_n, cp::i64 b_x,
+                                   const long long* __restrict__ class_src, cp::i64 s_cls, int Kc,
+                                   float* __restrict__ sboxes, long long* __restrict__ scls,
+                                   long long* __restrict__ sid, int* __restrict__ mcount,
+                                   unsigned long long* __restrict__ zero, cp::i64 n_zero,
+                                   long long* __restrict__ fill, cp::i64 n_fill) {
+    __shared__ unsigned long long v[kSmallSort];
+    const cp::i64 S = CLS == 3 ? (cp::i64)N : (cp::i64)N * C;
+    candidate_keys<TS, CLS == 3, int>(scores, 0, s_n, s_c, N, C, has_threshold, score_threshold, nullptr, 0, S,
+                                      keys, best, threadIdx.x, blockDim.x);
+    __syncthreads();
+    block_argsort(keys, (int)S, m, perm, v);
+    __syncthreads();
+    gather_candidates<TB, CLS, int>(boxes, 0, b_n, b_x, keys, perm, CLS == 3 ? best : class_src, s_cls, S, C, Kc,
+                                    Kc, sboxes, scls, sid, mcount, zero, n_zero, fill, n_fill, threadIdx.x,
+                                    blockDim.x);
 }
 
 // Class-sorted order (one segment, classes contiguous by the low 32 bits of

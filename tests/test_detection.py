@@ -9,7 +9,7 @@ import pytest
 
 import cupyprep.detection as det
 from conftest import assert_close, torch_graphs_need_caching, tune
-from cupyprep import _arrays, _kernels, _nms_pipeline
+from cupyprep import _arrays, _kernels, _nms_pipeline, _nms_plan
 from cupyprep._specs import nms as nms_spec
 from cupyprep._specs import roi_align as roi_spec
 from cupyprep.cpu import detection as cpu
@@ -826,7 +826,7 @@ def test_kernel_nms_equals_cpu(kernels, n, dtype):
     assert (padded[len(ref):] == -1).all()
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 31, 64, 100, 1000, 2048])
+@pytest.mark.parametrize("n", [1, 2, 3, 31, 64, 100, 1000, 2048, 2049, 3000, 4096])
 def test_kernel_small_sort_is_a_stable_argsort(kernels, n):
     """The one-block sort of nms's keys: many equal keys (index order kept) and the int32
     extremes (the sign flip into unsigned order)."""
@@ -1048,6 +1048,28 @@ def test_kernel_multiclass_one_image_and_empty_batch(kernels, poisoned_all_outpu
                              np.zeros((0, D), np.int64), np.zeros((0, D), np.int64))
         assert_detections_equal(got, ref, kernels.get)
         check_flatten(got, kernels.get)
+
+
+@pytest.mark.parametrize("agnostic", [False, True])
+@pytest.mark.parametrize("D", [64, 2100])
+def test_kernel_one_image_sorts_in_one_block(kernels, poisoned_all_outputs, launched, agnostic, D):
+    """One image of few candidates: keys, sort and gather in one launch (cupyprep_nms_small),
+    or, where the outputs to pre-fill (two rows of max_detections) pass NmsSpec.small_sort,
+    the keys, the one-block sort and the gather as three; the NumPy backend's result both
+    ways (boxes float16, scores float32: the two dtypes of the one-block kernel apart)."""
+    rng = np.random.default_rng(44)
+    N, C = 300, 3
+    boxes = random_boxes(rng, N, extent=60, dtype=np.float16)
+    scores = rng.random((N, C)).astype(np.float32)
+    scores[::7] = np.nan
+    kw = dict(iou_threshold=0.45, score_threshold=0.3, max_detections=D, class_agnostic=agnostic)
+    got = det.multiclass_nms(kernels.put(boxes), kernels.put(scores), **kw)
+    assert_detections_equal(got, cpu_multiclass(boxes[None], scores[None], **kw), kernels.get)
+    names = [expr.split("<")[0] for _, expr in launched]
+    fused = 2 * D <= nms_spec.SPEC.small_sort
+    assert ("cupyprep_nms_small" in names) == fused
+    assert ("cupyprep_nms_small_sort" in names) == (not fused)
+    assert ("cupyprep_nms_keys" in names) == (not fused)
 
 
 @pytest.mark.gpu
@@ -1321,7 +1343,7 @@ def _check_carve(carve, get):
 
 def test_carve_lays_arrays_apart():
     call = _arrays.Prepared(np.zeros(1), "numpy", True)
-    _check_carve(_nms_pipeline.Carve(call, _CARVE_SPECS), np.asarray)
+    _check_carve(_nms_plan.Carve(call, _nms_plan.Layout.of(_CARVE_SPECS)), np.asarray)
 
 
 @pytest.mark.gpu
@@ -1335,7 +1357,7 @@ def test_carve_on_the_callers_allocator(kind):
     x = torch.zeros(3, device="cuda") if kind == "torch" else cupy.zeros(3)
     call = _arrays.prepare(x, "boxes")
     with call.launch():
-        carve = _nms_pipeline.Carve(call, _CARVE_SPECS)
+        carve = _nms_plan.Carve(call, _nms_plan.Layout.of(_CARVE_SPECS))
         _check_carve(carve, cupy.asnumpy)
         ids = carve.native("ids")
         if kind == "torch":

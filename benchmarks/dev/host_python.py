@@ -82,3 +82,148 @@ def main(calls=2000, rounds=5):
 
 if __name__ == "__main__":
     main()
+
+
+# --- nms / batched_nms: the Python of a call, and what it asks of the device -----------------------
+class _Tally:
+    """Per call: kernel lookups by name, launches, allocations, library sorts, arrays made
+    of scratch memory (views) and scratch addresses passed as numbers (pointers), uploads
+    and device queries, counted by wrapping the functions that do them (launches stubbed,
+    sorts stubbed to an empty result of the right size)."""
+
+    FIELDS = ("lookups", "launches", "allocations", "sorts", "views", "pointers", "uploads", "queries")
+
+    def __init__(self):
+        self.counts = dict.fromkeys(self.FIELDS, 0)
+
+    def bump(self, field):
+        self.counts[field] += 1
+
+    @contextlib.contextmanager
+    def installed(self):
+        import importlib
+        import importlib.util
+
+        from cupyprep import _arrays, _kernels, _nms_pipeline, _transfers
+
+        def launch(*args, **kw):
+            self.bump("launches")
+
+        def lookup(filename, expr):
+            self.bump("lookups")
+            return launch
+
+        def counted(field, fn):
+            def wrapper(*args, **kw):
+                self.bump(field)
+                return fn(*args, **kw)
+            return wrapper
+
+        def sort_stub(call, native, view):
+            self.bump("sorts")
+            return np.empty(view.shape, np.int64)
+
+        patches = [(_kernels, "get_function", lookup), (_nms_pipeline, "_argsort", sort_stub),
+                   (_nms_pipeline, "_sorted", sort_stub),
+                   (_arrays.Prepared, "output", counted("allocations", _arrays.Prepared.output)),
+                   (_transfers, "upload", counted("uploads", _transfers.upload)),
+                   (_transfers, "upload_like", counted("uploads", _transfers.upload_like)),
+                   (_kernels, "multiprocessors", counted("queries", _kernels.multiprocessors))]
+        # arrays made of scratch memory (a CuPy array or torch view each on the device), and
+        # scratch addresses passed as numbers (where the pipeline has them)
+        plan_module = importlib.import_module("cupyprep._nms_plan") if importlib.util.find_spec(
+            "cupyprep._nms_plan") else None
+        for module, owner, name, field in ((_nms_pipeline, "Carve", "view", "views"),
+                                           (_nms_pipeline, "Carve", "native", "views"),
+                                           (plan_module, "Carve", "array", "views"),
+                                           (plan_module, "Carve", "argument", "pointers")):
+            cls = getattr(module, owner, None)
+            if cls is not None:
+                patches.append((cls, name, counted(field, getattr(cls, name))))
+        kept = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+        for owner, name, value in patches:
+            setattr(owner, name, value)
+        try:
+            yield self
+        finally:
+            for owner, name, value in kept:
+                setattr(owner, name, value)
+
+
+def _nms_general_path():
+    """nms without its launch plans, where it has them."""
+    import importlib
+
+    from ..latency import _NoPlans
+
+    module = importlib.import_module("cupyprep.nms")
+    if not hasattr(module, "_PLANS"):
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def swapped():
+        kept, module._PLANS = module._PLANS, _NoPlans()
+        try:
+            yield
+        finally:
+            module._PLANS = kept
+
+    return swapped()
+
+
+def nms_main(calls=2000):
+    """nms / batched_nms at W3's sizes: microseconds of Python per call and the counts per
+    call, on the general path and (where nms keeps plans) on a repeated call's plan.
+
+        python -c "from benchmarks.dev.host_python import nms_main; nms_main()"
+    """
+    import cupyprep
+    from cupyprep import _plans, testing
+
+    rng = np.random.default_rng(0)
+
+    def boxes(n, dtype):
+        c = rng.uniform(0, 1000, (n, 2))
+        s = rng.uniform(10, 110, (n, 2))
+        return np.concatenate([c - s / 2, c + s / 2], axis=1).astype(dtype)
+
+    sets = {(n, dt): (boxes(n, dt), rng.random(n).astype(dt), rng.integers(0, 80, n).astype(np.int64))
+            for n in (1000, 5000, 20000) for dt in (np.float32, np.float16)}
+
+    head = (boxes(8400, np.float32)[None], (rng.random((1, 8400, 80)) ** 8).astype(np.float32))
+
+    def case(op, n, dtype, return_count):
+        if op == "multiclass_nms":  # S2: one image's YOLO head
+            return lambda: cupyprep.multiclass_nms(*head, score_threshold=0.25, top_k=1000)
+        b, s, c = sets[(n, dtype)]
+        if op == "nms":
+            return lambda: cupyprep.nms(b, s, 0.5, return_count=return_count)
+        return lambda: cupyprep.batched_nms(b, s, c, 0.5, return_count=return_count)
+
+    cases = [("nms", 1000, np.float32, True), ("nms", 1000, np.float32, False), ("nms", 1000, np.float16, True),
+             ("nms", 5000, np.float32, True), ("batched_nms", 1000, np.float32, True),
+             ("batched_nms", 1000, np.float16, False), ("batched_nms", 20000, np.float32, True),
+             ("multiclass_nms", 8400, np.float32, True)]
+    with testing.emulate():
+        for op, n, dtype, return_count in cases:
+            call = case(op, n, dtype, return_count)
+            name = f"{op} {n} {np.dtype(dtype).name} return_count={return_count}"
+            for label, plans in (("general path", _nms_general_path), ("repeated call", contextlib.nullcontext)):
+                _plans.clear_all()  # a plan holds the launch stubs of the tally it was made under
+                with plans():
+                    tally = _Tally()
+                    with tally.installed():
+                        for _ in range(50):
+                            call()
+                        rounds = []  # the best of five rounds: other work on the machine only adds
+                        for _ in range(5):
+                            t0 = time.perf_counter()
+                            for _ in range(calls // 5):
+                                call()
+                            rounds.append((time.perf_counter() - t0) / (calls // 5) * 1e6)
+                        us = min(rounds)
+                        tally.counts = dict.fromkeys(tally.FIELDS, 0)
+                        call()
+                counts = ", ".join(f"{k} {v}" for k, v in tally.counts.items())
+                print(f"{name}, {label}: {us:.1f} us; per call: {counts}")
+
