@@ -72,6 +72,20 @@ def pytest_sessionfinish(session, exitstatus):
         torch.cuda.empty_cache()
 
 
+def counting(monkeypatch, owner, name):
+    """Record each call of ``owner.name`` (still calling it): the structure tests of the
+    launch plans count lookups, device queries and uploads with it."""
+    calls = []
+    original = getattr(owner, name)
+
+    def wrapper(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapper)
+    return calls
+
+
 def torch_graphs_need_caching():
     """Skip a test that captures a torch CUDA graph allocating inside the capture when
     torch's caching allocator is off (benchmarks/sanitize.sh): torch then allocates with

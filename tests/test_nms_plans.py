@@ -8,7 +8,7 @@ import importlib
 
 import numpy as np
 import pytest
-from conftest import tune
+from conftest import counting, tune
 
 import cupyprep
 from cupyprep import _arrays, _kernels, _nms_pipeline, _plans
@@ -17,18 +17,6 @@ from cupyprep.cpu import detection as cpu
 
 nms_module = importlib.import_module("cupyprep.nms")
 
-
-def counting(monkeypatch, owner, name):
-    """Record each call of ``owner.name`` (still calling it)."""
-    calls = []
-    original = getattr(owner, name)
-
-    def wrapper(*args, **kwargs):
-        calls.append(args)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, wrapper)
-    return calls
 
 
 def launches(monkeypatch):

@@ -10,27 +10,15 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import counting, random_image
 
 import cupyprep
-from conftest import random_image
 from cupyprep import _kernels, _plans, _validate
 
 pp = importlib.import_module("cupyprep.preprocess")  # the module, not the function
 
 SIZE = (24, 32)
 
-
-def counting(monkeypatch, module, name):
-    """Record each call of ``module.name`` (still calling it)."""
-    calls = []
-    original = getattr(module, name)
-
-    def wrapper(*args, **kwargs):
-        calls.append(args)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, wrapper)
-    return calls
 
 
 def reference(kernels, batch, size, **kw):

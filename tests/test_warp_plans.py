@@ -12,7 +12,7 @@ import weakref
 import cv2
 import numpy as np
 import pytest
-from conftest import random_image
+from conftest import counting, random_image
 
 import cupyprep
 from cupyprep import _kernels, _plans, _transfers, _validate, _warping
@@ -20,18 +20,6 @@ from cupyprep._specs import warp as warp_spec
 
 SIZE = (11, 14)
 
-
-def counting(monkeypatch, module, name):
-    """Record each call of ``module.name`` (still calling it)."""
-    calls = []
-    original = getattr(module, name)
-
-    def wrapper(*args, **kwargs):
-        calls.append(args)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, wrapper)
-    return calls
 
 
 @pytest.fixture
