@@ -1,6 +1,7 @@
 """Soak: many calls of each op family (mixed shapes, ragged lists; CuPy and torch inputs on a
 GPU, NumPy on the CPU backend otherwise), printing device memory (CuPy's pool and torch's
-allocator), host RSS after warm-up and at the end, and the kernel and table cache sizes.
+allocator), host RSS after warm-up and at the end, and the sizes of the kernel cache, the
+launch-plan caches and the kept device tables.
 
     python -m benchmarks.soak --calls 100000
     python -m benchmarks.soak --families nms,resize --kinds torch   # a part, e.g. one process each
@@ -33,9 +34,11 @@ def memory():
     if torch is not None and ON_DEVICE and torch.cuda.is_available():
         out["torch_allocated_mib"] = round(torch.cuda.memory_allocated() / 2**20, 1)
         out["torch_reserved_mib"] = round(torch.cuda.memory_reserved() / 2**20, 1)
-    from cupyprep import _kernels
+    from cupyprep import _kernels, _plans, _transfers
     out["kernel_cache"] = len(_kernels._cuda_cache)
     out["source_cache"] = _kernels._read_expanded.cache_info().currsize
+    out["plans"] = sum(len(cache) for cache in _plans._CACHES)
+    out["tables"] = len(_transfers._constants)
     return out
 
 
