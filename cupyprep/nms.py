@@ -120,12 +120,12 @@ def batched_nms(boxes, scores, idxs, iou_threshold, *, return_count=False):
 # int64 idxs: kind, dtype, shape, strides, device) and the same other arguments (plain
 # numbers, of the same types), under the same tuning, replays the first call's launches.
 _PLANS = _plans.PlanCache()
-_PLAIN = frozenset({type(None), bool, int, float, np.float64, np.float32, np.float16, np.int64, np.int32})
 
 
 def _plan_key(op, boxes, scores, idxs, options):
     """The key of a call's plan, or None where the call takes the general path every time
-    (host arrays, an option that is not a plain number, idxs other than int64)."""
+    (host arrays, an option that cannot be a key (see ``_plans.options_key``), idxs other
+    than int64)."""
     b = _plans.array_key(boxes)
     if b is None:
         return None
@@ -133,13 +133,8 @@ def _plan_key(op, boxes, scores, idxs, options):
     c = None if idxs is None else _plans.array_key(idxs)
     if s is None or (idxs is not None and (c is None or not _is_int64(c))):
         return None
-    key = [op, b, s, c, nms_spec.SPEC]
-    for v in options:
-        t = type(v)
-        if t not in _PLAIN:
-            return None
-        key += (t, v)
-    return tuple(key)
+    options = _plans.options_key(options)
+    return None if options is None else (op, b, s, c, nms_spec.SPEC, options)
 
 
 def _is_int64(key):
