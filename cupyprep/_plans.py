@@ -247,6 +247,13 @@ def overlap(a, b):
     return overlaps(a, b)
 
 
+def unstaged(inputs, out):
+    """Whether a launch into ``out`` (None: a new output) wrote it directly: an ``out`` that
+    overlaps one of ``inputs`` was staged, and the launch's arguments hold the staging
+    array's strides, so that call stores no plan."""
+    return out is None or not any(overlap(a, out) for a in inputs)
+
+
 _CACHES: list = []  # every PlanCache made, for clear_all()
 
 

@@ -142,8 +142,7 @@ def resize_images(img, size, interpolation, layout, out, inv_scale=None):
             np.float64(scale_y), np.float64(scale_x), i32(planes),
         ) + extra
         shape = launch_3d(fn, planes, dh, dw, args)
-        # (an overlapping out was staged: the arguments hold the staging array's strides)
-        if shape is not None and key is not None and (out is None or not _plans.overlap(img, out)):
+        if shape is not None and key is not None and _plans.unstaged((img,), out):
             _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, 1), geo.shape(dh, dw), dtype, kept))
     return native
 

@@ -420,7 +420,7 @@ def warp_images(images, matrix, size, interpolation, border_mode, border_value, 
             # that reads the interpolation tables, which device_constant hands out at every
             # call (ordering another stream after their upload)
             if (shape is not None and key is not None and itab is None and ftab is None
-                    and (out is None or not _plans.overlap(arrays, out))):
+                    and _plans.unstaged((arrays,), out)):
                 at = len(tables)  # index, mats, mat_step, mat_value, dst
                 _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, at + 4), out_shape, dtype,
                                                   (rows, n_out, spec), per_call=(at + 1, at + 3)))

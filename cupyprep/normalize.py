@@ -143,8 +143,7 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
             args = (arr, dst, i32(geo.h), i32(geo.w), i64(s_n), i64(s_y), i64(s_x), i64(s_c),
                     i64(d_n), i64(d_y), i64(d_x), i64(d_c), f32(scale), *m, *sd, i64(total))
             shape = launch_1d(fn, total, args)
-        # (an overlapping out was staged: the arguments hold the staging array's strides)
-        if shape is not None and key is not None and (out is None or not _plans.overlap(img, out)):
+        if shape is not None and key is not None and _plans.unstaged((img,), out):
             _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, 1), out_shape, out_dtype,
                                               units if given else None))
     return native

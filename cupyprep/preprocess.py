@@ -322,7 +322,7 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
         shape = launch_3d(fn, n, (H + rows - 1) // rows, (W + xpt - 1) // xpt, args, block_x=tuning.block_x)
         # (a list with a key goes by value: its records are in the arguments)
         if (shape is not None and key is not None and not two_steps
-                and (out is None or not any(_plans.overlap(a, out) for a in inputs))):
+                and _plans.unstaged(inputs, out)):
             _PLANS.put(key, _plans.LaunchPlan(
                 fn, *shape, args, (0 if uniform else None, len(tables)), out_shape, out_dtype, (units, _copy(meta)),
                 None if uniform else (2, sizes, strides)))
