@@ -21,7 +21,7 @@ import threading
 import numpy as np
 
 from . import _kernels
-from ._arrays import Prepared, overlaps
+from ._arrays import Prepared, byte_span, overlaps
 from ._launch import ragged_records
 from ._torch import TensorView, torch_dtype
 
@@ -59,7 +59,7 @@ def array_key(x):
             return None
         return "torch", x.dtype, x.shape, x.stride(), x.get_device()
     if kind == "cupy":
-        return "cupy", x.dtype, x.shape, x.strides, x.device.id
+        return "cupy", x.dtype, x.shape, x.strides, x.data.device_id
     if kind == "numpy":
         emulator = _kernels.current_emulator()
         if emulator is None:  # the CPU backend
@@ -160,8 +160,8 @@ class LaunchPlan:
     later call's). ``per_call``: the positions of arguments the op works out at every call
     (a warp's matrix) and hands to :meth:`run`."""
 
-    __slots__ = ("args", "block", "extra", "fn", "grid", "out_dtype", "out_shape", "out_torch_dtype",
-                 "per_call", "ragged", "slots")
+    __slots__ = ("args", "block", "extents", "extra", "fn", "grid", "out_dtype", "out_shape",
+                 "out_torch_dtype", "per_call", "ragged", "slots")
 
     def __init__(self, fn, grid, block, args, slots, out_shape, out_dtype, extra=None, ragged=None,
                  per_call=()):
@@ -178,6 +178,7 @@ class LaunchPlan:
         self.out_torch_dtype = None
         self.ragged = ragged
         self.per_call = per_call
+        self.extents = None  # a list's byte ranges around its pointers (see _list_overlaps)
 
     def run(self, x, kind, out=None, values=()):
         """Launch on input ``x`` (an array, or a list of images, of the kind the plan was
@@ -189,23 +190,24 @@ class LaunchPlan:
         args = list(self.args)
         for i, v in zip(self.per_call, values):
             args[i] = v
-        ragged = self.ragged
         torch = kind == "torch"
-        if ragged is None:
-            views = [TensorView(x) if torch else x]
+        if self.ragged is None:
             first = x
-        else:
-            views = [TensorView(t) for t in x] if torch else x
-            first = x[0]
-        if out is not None:
-            target = TensorView(out) if torch else out
-            if any(overlap(v, target) for v in views):
+            view = TensorView(x) if torch else x
+            if out is not None and overlaps(view, TensorView(out) if torch else out):
                 return None
-        call = Prepared(views[0], kind, True, first) if torch else Prepared(first, kind, True)
+        else:
+            first = x[0]
+            view = TensorView(first) if torch else first
+            pointers = ([t.data_ptr() for t in x] if torch else [a.data.ptr for a in x] if kind == "cupy"
+                        else [address(a) for a in x])
+            if out is not None and self._list_overlaps(x, pointers, TensorView(out) if torch else out):
+                return None
+        call = Prepared(view, kind, True, first) if torch else Prepared(first, kind, True)
         with call.launch():
-            if ragged is not None:
-                slot, sizes, strides = ragged
-                args[slot] = _records(args[slot], views, sizes, strides)
+            if self.ragged is not None:
+                slot, sizes, strides = self.ragged
+                args[slot] = _records(args[slot], x, pointers, sizes, strides)
             if torch:
                 if out is None:
                     dtype = self.out_torch_dtype
@@ -213,7 +215,7 @@ class LaunchPlan:
                         dtype = self.out_torch_dtype = torch_dtype(self.out_dtype)
                     out = first.new_empty(self.out_shape, dtype=dtype)
                 if i_in is not None:
-                    args[i_in] = np.uint64(views[0].ptr)
+                    args[i_in] = np.uint64(view.ptr)
                 args[i_out] = np.uint64(out.data_ptr())
             else:
                 if out is None:
@@ -224,16 +226,34 @@ class LaunchPlan:
             self.fn(self.grid, self.block, tuple(args))
         return out
 
+    def _list_overlaps(self, images, pointers, target):
+        """Whether ``target`` shares memory with one of ``images`` (at ``pointers``). The
+        key fixes each image's shape and strides, so the byte range each one spans around
+        its pointer is worked out once, at the first call with an ``out``; only the
+        pointers change."""
+        extents = self.extents
+        if extents is None:
+            extents = []
+            for a, p in zip(images, pointers):
+                lo, hi = byte_span(TensorView(a) if _kind_of(a) == "torch" else a)
+                extents.append((lo - p, hi - p) if hi > lo else (0, 0))
+            self.extents = extents = tuple(extents)
+        lo, hi = byte_span(target)
+        for p, (a, b) in zip(pointers, extents):
+            if p + a < hi and lo < p + b:
+                return True
+        return False
 
-def _records(stored, arrays, sizes, strides):
-    """The by-value records of a list launch for ``arrays`` (of the stored sizes and
-    strides): the stored ones with the arrays' pointers written in (under the emulator,
+
+def _records(stored, arrays, pointers, sizes, strides):
+    """The by-value records of a list launch for ``arrays`` (at ``pointers``, of the stored
+    sizes and strides): the stored ones with the pointers written in (under the emulator,
     records that carry the arrays)."""
     if _kernels.current_emulator() is not None:
         return ragged_records(arrays, sizes, strides)[1]
     records = np.empty((), stored.dtype)
     records[()] = stored  # a copy (the stored records stay as they were), then the pointers
-    records["v"]["ptr"][:len(arrays)] = [a.data.ptr for a in arrays]
+    records["v"]["ptr"][:len(pointers)] = pointers
     return records[()]
 
 

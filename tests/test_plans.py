@@ -128,6 +128,29 @@ def test_out_is_written_and_an_overlapping_out_takes_the_general_path(kernels):
     np.testing.assert_array_equal(kernels.get(got), images[0][:, ::-1])
 
 
+def test_a_list_whose_out_overlaps_one_of_its_images_takes_the_general_path(kernels):
+    rng = np.random.default_rng(11)
+    kw = dict(mode="stretch", dtype="uint8", layout="NHWC", interpolation="nearest", swap_rb=False,
+              scale=1.0)
+    for flip in (slice(None), slice(None, None, -1)):  # the images' rows forward, then backward
+        pp._PLANS.clear()
+        frames = random_image(rng, (3, 17, 23, 3), np.uint8)
+        separate = kernels.poisoned((3, 17, 23, 3), np.uint8)
+        got, _ = cupyprep.preprocess([kernels.put(f)[flip] for f in frames], (17, 23), out=separate, **kw)
+        np.testing.assert_array_equal(kernels.get(got), frames[:, flip])
+        assert len(pp._PLANS) == 1
+        # the same geometry, but the images lie in the out itself: staged, every image read whole
+        buf = kernels.put(frames)
+        images = [buf[i][flip] for i in range(3)]
+        got, _ = cupyprep.preprocess(images, (17, 23), out=buf, **kw)
+        assert got is buf
+        np.testing.assert_array_equal(kernels.get(buf), frames[:, flip], err_msg=str(flip))
+        # and the plan still replays into a separate out
+        other = kernels.poisoned((3, 17, 23, 3), np.uint8)
+        cupyprep.preprocess([kernels.put(f)[flip] for f in frames[::-1]], (17, 23), out=other, **kw)
+        np.testing.assert_array_equal(kernels.get(other), frames[::-1, flip])
+
+
 def test_values_of_other_types_or_geometry_get_their_own_plan(kernels):
     rng = np.random.default_rng(2)
     image = kernels.put(random_image(rng, (1, 21, 30, 3), np.uint8))
