@@ -24,11 +24,14 @@ def invert_affine(m, xp, singular=None):
         if k is not None:
             raise singular(k if m.ndim == 3 else None)
     d = xp.where(d != 0, 1.0 / xp.where(d != 0, d, 1.0), 0.0)
-    a11, a22 = m[..., 1, 1] * d, m[..., 0, 0] * d
-    a12, a21 = m[..., 0, 1] * -d, m[..., 1, 0] * -d
-    b1 = -a11 * m[..., 0, 2] - a12 * m[..., 1, 2]
-    b2 = -a21 * m[..., 0, 2] - a22 * m[..., 1, 2]
-    return xp.stack([xp.stack([a11, a12, b1], axis=-1), xp.stack([a21, a22, b2], axis=-1)], axis=-2)
+    inv = xp.empty(m.shape, np.float64)
+    a11 = inv[..., 0, 0] = m[..., 1, 1] * d
+    a22 = inv[..., 1, 1] = m[..., 0, 0] * d
+    a12 = inv[..., 0, 1] = m[..., 0, 1] * -d
+    a21 = inv[..., 1, 0] = m[..., 1, 0] * -d
+    inv[..., 0, 2] = -a11 * m[..., 0, 2] - a12 * m[..., 1, 2]
+    inv[..., 1, 2] = -a21 * m[..., 0, 2] - a22 * m[..., 1, 2]
+    return inv
 
 
 def invert_affine_values(m, singular=None):
