@@ -296,6 +296,15 @@ class PlanCache:
     def get(self, key):
         return self._plans.get(key)
 
+    def find(self, images, out, options, most=0):
+        """``(kind, key, plan)`` of a call (see :func:`call_key`): the plan stored under its
+        key, or None; kind and key are None too where the call gets no plan."""
+        found = call_key(images, out, options, most)
+        if found is None:
+            return None, None, None
+        kind, key = found
+        return kind, key, self._plans.get(key)
+
     def put(self, key, plan):
         if self._maxsize <= 0:
             return

@@ -89,8 +89,7 @@ def resize_images(img, size, interpolation, layout, out, inv_scale=None):
     """:func:`cupyprep.resize`, with an optional ``(fy, fx)`` destination-per-source factor,
     for ``cv2compat.resize(fx=, fy=)``, where OpenCV takes the step (``1 / fx``) from the
     factors, not the sizes."""
-    kind, key = _plans.call_key(img, out, (size, interpolation, layout, inv_scale), 0) or (None, None)
-    found = None if key is None else _PLANS.get(key)
+    kind, key, found = _PLANS.find(img, out, (size, interpolation, layout, inv_scale))
     if found is not None and (found.extra is None or _tables_kept(img, kind, *found.extra)):
         native = found.run(img, kind, out)
         if native is not None:

@@ -87,10 +87,9 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
     -------
     >>> x = cupyprep.normalize(rgb, IMAGENET_MEAN, IMAGENET_STD, scale=1 / 255)  # doctest: +SKIP
     """
-    kind = key = None
+    kind = key = found = None
     if _plain(mean) and _plain(std):
-        kind, key = _plans.call_key(img, out, (mean, std, scale, swap_rb, layout, dtype), 0) or (None, None)
-    found = None if key is None else _PLANS.get(key)
+        kind, key, found = _PLANS.find(img, out, (mean, std, scale, swap_rb, layout, dtype))
     if found is not None:
         if found.extra is not None:
             _validate.units(*found.extra)

@@ -191,10 +191,8 @@ def preprocess(images, size, *, mode="letterbox", resize_size=None, interpolatio
     >>> batch, meta = cupyprep.preprocess(frames, (640, 640))            # doctest: +SKIP
     >>> boxes_in_frames = meta.to_original(boxes_in_network)            # doctest: +SKIP
     """
-    kind, key = _plans.call_key(images, out, (size, mode, resize_size, interpolation, antialias, pad_value,
-                                              mean, std, scale, swap_rb, layout, dtype),
-                                IMAGES_BY_VALUE) or (None, None)
-    found = None if key is None else _PLANS.get(key)
+    kind, key, found = _PLANS.find(images, out, (size, mode, resize_size, interpolation, antialias, pad_value,
+                                                 mean, std, scale, swap_rb, layout, dtype), IMAGES_BY_VALUE)
     if found is not None:
         units, meta = found.extra
         if units is not None:
