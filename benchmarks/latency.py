@@ -2,7 +2,8 @@
 
 S1 one 1080p frame -> letterbox 640x640 float16; S2 one image's YOLO head (8400 boxes x 80
 classes) -> multiclass_nms; S3 one 512x512 warp_affine; S4 a list of 8 frames of mixed sizes
--> preprocess; S5 to_torch / from_torch / as_array round trip of a CUDA tensor.
+-> preprocess (and of 64, the longest list that goes by value); S5 to_torch / from_torch /
+as_array round trip of a CUDA tensor; S6 one resize, S7 one normalize, S8 nms at 1k boxes.
 
 Each row gives three figures for the same call in the same run: **eager**, wall-clock per
 call of a loop of calls followed by one synchronization (what a user's loop sees); **device**,
@@ -77,21 +78,11 @@ def host_profile(fn, eager_ms, calls=CALLS):
     return {k: v / whole * eager_ms * 1e3 for k, v in totals.items() if v}
 
 
-class _NoPlans:
-    """A plan cache that keeps nothing: every call takes the general path."""
-
-    def get(self, key):
-        return None
-
-    def put(self, key, plan):
-        pass
-
-
 @contextlib.contextmanager
 def general_path():
     """cupyprep's ops without their launch plans (the path of a call with a new geometry),
     to show what the plans save in the same run: every loaded module's plan cache (its
-    ``_PLANS``) swapped for one that keeps nothing."""
+    ``_PLANS``) swapped for one that keeps nothing (``maxsize`` 0)."""
     import sys
 
     from cupyprep import _plans
@@ -100,7 +91,7 @@ def general_path():
                if name.startswith("cupyprep.") and isinstance(getattr(m, "_PLANS", None), _plans.PlanCache)]
     kept = [m._PLANS for m in modules]
     for module in modules:
-        module._PLANS = _NoPlans()
+        module._PLANS = _plans.PlanCache(maxsize=0)
     try:
         yield
     finally:
@@ -168,6 +159,9 @@ def run(bench, profile=False):
     scores = torch.rand((1, 8400, 80), device="cuda", generator=gen) ** 8  # few above 0.25
     rows.add("S2", "cupyprep multiclass_nms", lambda i: cupyprep.multiclass_nms(
         boxes, scores, score_threshold=0.25, top_k=1000))
+    with general_path():
+        rows.add("S2", "cupyprep multiclass_nms, general path (no plan)", lambda i: cupyprep.multiclass_nms(
+            boxes, scores, score_threshold=0.25, top_k=1000))
 
     def torch_s2(i):
         s, c = scores[0].max(1)
@@ -211,6 +205,53 @@ def run(bench, profile=False):
             out4[j] = F.pad(x, (left, 640 - nw - left, top, 640 - nh - top), value=114.0)[0] / 255
 
     rows.add("S4", "torch per frame", torch_s4, baseline=True)
+
+    # S4 at 64 frames (the most that go by value), torch tensors and CuPy arrays
+    sizes = list(zip(rng.integers(360, 1080, 64), rng.integers(480, 1920, 64)))
+    frames64 = [torch.randint(0, 256, (int(h), int(w), 3), dtype=torch.uint8, device="cuda", generator=gen)
+                for h, w in sizes]
+    frames64_cp = [cupy.from_dlpack(f) for f in frames64]
+    out64 = torch.empty((64, 3, 640, 640), dtype=torch.float16, device="cuda")
+    out64_cp = cupy.from_dlpack(out64)
+    rows.add("S4", "cupyprep preprocess (list of 64 tensors)", lambda i: cupyprep.preprocess(
+        frames64, (640, 640), dtype="float16", out=out64))
+    rows.add("S4", "cupyprep preprocess (list of 64 CuPy arrays)", lambda i: cupyprep.preprocess(
+        frames64_cp, (640, 640), dtype="float16", out=out64_cp))
+
+    # S6-S8: one call of each other op that keeps launch plans, torch in and out (CuPy for S1)
+    frame_cp = cupy.from_dlpack(frame)
+    out1_cp = cupy.from_dlpack(out1)
+    rows.add("S1", "cupyprep preprocess, CuPy in and out", lambda i: cupyprep.preprocess(
+        frame_cp, (640, 640), dtype="float16", out=out1_cp))
+    small = torch.empty((360, 640, 3), dtype=torch.uint8, device="cuda")
+    rows.add("S6", "cupyprep resize 1080p -> 360x640 linear", lambda i: cupyprep.resize(
+        frame, (360, 640), out=small))
+    with general_path():
+        rows.add("S6", "cupyprep resize, general path (no plan)", lambda i: cupyprep.resize(
+            frame, (360, 640), out=small))
+    rows.add("S6", "torch interpolate (HWC uint8 -> float -> uint8)", lambda i: F.interpolate(
+        frame.permute(2, 0, 1)[None].float(), size=(360, 640), mode="bilinear").to(torch.uint8),
+        baseline=True)
+    square = torch.randint(0, 256, (640, 640, 3), dtype=torch.uint8, device="cuda", generator=gen)
+    chw = torch.empty((3, 640, 640), dtype=torch.float32, device="cuda")
+    rows.add("S7", "cupyprep normalize 640x640 -> CHW float32, ImageNet", lambda i: cupyprep.normalize(
+        square, cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD, scale=1 / 255, out=chw))
+    with general_path():
+        rows.add("S7", "cupyprep normalize, general path (no plan)", lambda i: cupyprep.normalize(
+            square, cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD, scale=1 / 255, out=chw))
+    mean = torch.tensor(cupyprep.IMAGENET_MEAN, device="cuda").view(3, 1, 1)
+    std = torch.tensor(cupyprep.IMAGENET_STD, device="cuda").view(3, 1, 1)
+    rows.add("S7", "torch permute + float + sub + div", lambda i: (
+        square.permute(2, 0, 1).float() / 255 - mean) / std, baseline=True)
+    from .w3 import make_boxes
+
+    b1k, s1k, _ = make_boxes(1000, 0)
+    rows.add("S8", "cupyprep nms 1k boxes, sync-free", lambda i: cupyprep.nms(b1k, s1k, 0.5, return_count=True))
+    with general_path():
+        rows.add("S8", "cupyprep nms 1k, general path (no plan)", lambda i: cupyprep.nms(
+            b1k, s1k, 0.5, return_count=True))
+    rows.add("S8", "torchvision nms 1k", lambda i: torchvision.ops.nms(b1k, s1k, 0.5), capture=False,
+             baseline=True)
 
     # S5: a CUDA tensor to CuPy and back, and as_array
     t = torch.empty((640, 640, 3), dtype=torch.uint8, device="cuda")

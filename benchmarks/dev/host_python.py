@@ -154,7 +154,7 @@ def _nms_general_path():
     """nms without its launch plans, where it has them."""
     import importlib
 
-    from ..latency import _NoPlans
+    from cupyprep import _plans
 
     module = importlib.import_module("cupyprep.nms")
     if not hasattr(module, "_PLANS"):
@@ -162,7 +162,7 @@ def _nms_general_path():
 
     @contextlib.contextmanager
     def swapped():
-        kept, module._PLANS = module._PLANS, _NoPlans()
+        kept, module._PLANS = module._PLANS, _plans.PlanCache(maxsize=0)
         try:
             yield
         finally:
