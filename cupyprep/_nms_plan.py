@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ._launch import held, pointer
 from ._torch import from_torch, torch_dtype
 
 __all__ = ["INPUTS", "Carve", "Layout", "Plan", "Slot"]
@@ -101,7 +102,7 @@ class Carve:
         base = self.bases[index]
         if base is None:
             return self.bytes[index][offset:offset + nbytes].view(dtype).reshape(shape)
-        return np.uint64(base + offset)
+        return pointer(base + offset)
 
     def array(self, region):
         """``region`` as an array of the caller's library (what a library sort or the caller
@@ -184,7 +185,7 @@ class Plan:
                 if type(a) is Slot:
                     packed[i] = None
                     fills.append((i, a))
-            self.steps.append((fn, grid, block, tuple(packed), fills))
+            self.steps.append((fn, grid, block, held(packed), fills))
         return record
 
     def sort(self, sort, name):
@@ -212,8 +213,7 @@ class Plan:
         if bases[0] is None:  # emulated: NumPy views
             values = [*inputs, *map(carve.argument, self.regions)]
         else:
-            u64 = np.uint64
-            values = [*inputs, *[u64(bases[r[0]] + r[1]) for r in self.regions]]
+            values = [*inputs, *[pointer(bases[r[0]] + r[1]) for r in self.regions]]
         for step in self.steps:
             if len(step) == 2:
                 sort, region = step

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _kernels
 from ._arrays import Prepared, byte_span, overlaps
-from ._launch import ragged_records
+from ._launch import held, pointer, ragged_records
 from ._torch import TensorView, torch_dtype
 
 __all__ = ["LaunchPlan", "PlanCache", "address", "array_key", "call_key", "clear_all", "list_key",
@@ -155,7 +155,8 @@ class LaunchPlan:
     ``args`` is the first call's argument tuple; ``slots`` the positions of the input (None
     for a list) and the output in it. For a list of images, ``ragged`` is ``(slot, sizes,
     strides)``: the position of the by-value records (:func:`cupyprep._launch.ragged_records`)
-    whose pointers change, and the images' sizes and element strides. ``extra`` is whatever
+    whose pointers change, and the images' sizes and element strides. The fixed arguments
+    are held in the form CuPy passes without converting them (:func:`_launch.held`). ``extra`` is whatever
     else the op hands back (copied per call by the op, so a caller changing it changes no
     later call's). ``per_call``: the positions of arguments the op works out at every call
     (a warp's matrix) and hands to :meth:`run`."""
@@ -167,13 +168,16 @@ class LaunchPlan:
                  per_call=()):
         # the first call's input and output are not kept (a plan must not hold arrays alive):
         # their slots are filled at every run, and so are an emulator's records
+        # (the list's records are kept apart: every run writes its pointers into a copy)
         args = list(args)
         for i in (*slots, *per_call):
             if i is not None:
                 args[i] = None
-        if ragged is not None and _kernels.current_emulator() is not None:
-            args[ragged[0]] = None
-        self.fn, self.grid, self.block, self.args, self.slots = fn, grid, block, tuple(args), slots
+        if ragged is not None:
+            slot, sizes, strides = ragged
+            ragged = slot, (None if _kernels.current_emulator() is not None else args[slot]), sizes, strides
+            args[slot] = None
+        self.fn, self.grid, self.block, self.args, self.slots = fn, grid, block, held(args), slots
         self.out_shape, self.out_dtype, self.extra = tuple(out_shape), np.dtype(out_dtype), extra
         self.out_torch_dtype = None
         self.ragged = ragged
@@ -206,8 +210,8 @@ class LaunchPlan:
         call = Prepared(view, kind, True, first) if torch else Prepared(first, kind, True)
         with call.launch():
             if self.ragged is not None:
-                slot, sizes, strides = self.ragged
-                args[slot] = _records(args[slot], x, pointers, sizes, strides)
+                slot, stored, sizes, strides = self.ragged
+                args[slot] = _records(stored, x, pointers, sizes, strides)
             if torch:
                 if out is None:
                     dtype = self.out_torch_dtype
@@ -215,8 +219,8 @@ class LaunchPlan:
                         dtype = self.out_torch_dtype = torch_dtype(self.out_dtype)
                     out = first.new_empty(self.out_shape, dtype=dtype)
                 if i_in is not None:
-                    args[i_in] = np.uint64(view.ptr)
-                args[i_out] = np.uint64(out.data_ptr())
+                    args[i_in] = pointer(view.ptr)
+                args[i_out] = pointer(out.data_ptr())
             else:
                 if out is None:
                     out = call.xp.empty(self.out_shape, self.out_dtype)
@@ -251,10 +255,12 @@ def _records(stored, arrays, pointers, sizes, strides):
     records that carry the arrays)."""
     if _kernels.current_emulator() is not None:
         return ragged_records(arrays, sizes, strides)[1]
+    from cupy.cuda.function import CNumpyArray
+
     records = np.empty((), stored.dtype)
     records[()] = stored  # a copy (the stored records stay as they were), then the pointers
     records["v"]["ptr"][:len(pointers)] = pointers
-    return records[()]
+    return CNumpyArray(records)
 
 
 def overlap(a, b):

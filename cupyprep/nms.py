@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _arrays, _nms_pipeline, _plans, _transfers, _validate
+from ._launch import pointer
 from ._specs import nms as nms_spec
 from ._torch import TensorView
 from .cpu import detection as cpu
@@ -148,8 +149,8 @@ def _replay(plan, key, boxes, scores, idxs):
     kind = key[1][0]
     if kind == "torch":
         call = _arrays.Prepared(TensorView(boxes), kind, True, boxes)
-        inputs = (np.uint64(boxes.data_ptr()), np.uint64(scores.data_ptr()),
-                  None if idxs is None else np.uint64(idxs.data_ptr()))
+        inputs = (pointer(boxes.data_ptr()), pointer(scores.data_ptr()),
+                  None if idxs is None else pointer(idxs.data_ptr()))
     else:
         call = _arrays.Prepared(boxes, kind, True)
         inputs = (boxes, scores, idxs)

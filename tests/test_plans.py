@@ -297,3 +297,32 @@ def test_torch_replays_make_no_cupy_view_and_follow_the_stream(monkeypatch):
     graph.replay()
     torch.cuda.synchronize()
     np.testing.assert_array_equal(captured.cpu().numpy(), ref(frames[1]))
+
+
+def test_held_arguments_carry_the_bytes_cupy_would_pass():
+    """A plan's fixed arguments are converted once (not at every launch): each NumPy
+    scalar becomes an object holding its bytes, which CuPy passes on as they are."""
+    pytest.importorskip("cupy")
+    import ctypes
+
+    from cupyprep import _launch
+
+    record = _launch.by_value([1.5, -2.0, 3.25], np.float32, 4)
+    args = (np.int32(-7), np.int64(1 << 40), np.float32(0.1), np.float64(-2.5), np.float16(0.333),
+            np.uint8(200), np.bool_(True), record, None)
+    held = _launch.held(args)
+    assert len(held) == len(args) and held[-1] is None
+    for a, h in zip(args[:-1], held[:-1]):
+        assert ctypes.string_at(h.ptr, a.itemsize) == a.tobytes(), a
+    assert _launch.pointer(0x7F0012345600).ptr != 0
+    assert ctypes.string_at(_launch.pointer(0x7F0012345600).ptr, 8) == np.uint64(0x7F0012345600).tobytes()
+
+
+def test_held_arguments_stay_numpy_values_under_the_emulator():
+    from cupyprep import _launch
+    from cupyprep.testing import emulate
+
+    args = (np.int32(3), np.float32(0.5), None)
+    with emulate():
+        held = _launch.held(args)
+    assert all(type(h) is type(a) and h == a for a, h in zip(args, held))
