@@ -12,8 +12,8 @@ Three kernels can make a warp, all with the same results bit for bit:
   read and stored as words, several pixels a thread.
 - "strided" (warp.cu): any strides; also OpenCV's fixed-point remap for 2 channels.
 
-A repeated call (one image or a batch, with the geometry, matrix form and options of an
-earlier call) launches that call's plan (:mod:`cupyprep._plans`): only the matrix is read
+A repeated call (one image, a batch or a list of up to 64 images, with the geometry,
+matrix form and options of an earlier call) launches that call's plan (:mod:`cupyprep._plans`): only the matrix is read
 and inverted again.
 """
 from __future__ import annotations
@@ -29,13 +29,14 @@ from . import _arrays, _kernels, _matrix_math, _plans, _transfers, _validate
 from ._arrays import dense_pixels, unwrap, xp_of
 from ._launch import BLOCK_3D, by_value, launch_3d, no_ragged
 from ._specs import warp as warp_spec
+from ._specs._common import IMAGES_BY_VALUE
 from .cpu.geometry import warp as _cpu_warp
 
 __all__ = ["warp_images", "gather_images", "choose_path", "WarpPath"]
 
-# Launch plans (see _plans) of the warps' plain calls: one image or a batch, keyed by its
-# geometry, the options, the matrix's form and whether the image's first byte is
-# word-aligned (which chooses the staged kernel or not)
+# Launch plans (see _plans) of the warps' plain calls: one image, a batch or a list that
+# goes by value, keyed by the geometry, the options, the matrix's form and whether every
+# image's first byte is word-aligned (which chooses the staged kernel or not)
 _PLANS = _plans.PlanCache()
 
 
@@ -254,7 +255,7 @@ def _matrix_args(xp, inv, rows, name):
 
 def _plan_key(images, matrix, out, options):
     """``(kind, key)`` of a warp call that can have a plan (see ``_PLANS``), else None."""
-    found = _plans.call_key(images, out, options, 0)
+    found = _plans.call_key(images, out, options, IMAGES_BY_VALUE)
     if found is None:
         return None
     if type(matrix) is np.ndarray:
@@ -266,7 +267,11 @@ def _plan_key(images, matrix, out, options):
         if form is None:
             return None
     kind, key = found
-    return kind, (key, form, _plans.address(images) % 4 == 0)
+    if type(images) is list or type(images) is tuple:  # (the staged kernel reads words of each)
+        aligned = all(_plans.address(a) % 4 == 0 for a in images)
+    else:
+        aligned = _plans.address(images) % 4 == 0
+    return kind, (key, form, aligned)
 
 
 def _replay(plan, images, kind, matrix, out, perspective, inverse_map, name, matrix_name):
@@ -276,7 +281,7 @@ def _replay(plan, images, kind, matrix, out, perspective, inverse_map, name, mat
         return plan.run(images, kind, out, (None, _host_matrix_value(matrix, perspective, inverse_map,
                                                                      matrix_name)))
     rows, n_out, _ = plan.extra
-    call = _arrays.prepare(images, name)
+    call = _arrays.prepare(images[0] if type(images) is list or type(images) is tuple else images, name)
     with call.launch():
         m = check_matrices(matrix_name, matrix, rows, n_out, call)
         mats, _, value = _matrix_args(call.xp, inverse(m, perspective, inverse_map, matrix_name), rows,
@@ -361,7 +366,8 @@ def warp_images(images, matrix, size, interpolation, border_mode, border_value, 
             src_dense = all(dense_pixels(st[1:], c) for st in strides)
             src_steps = [st[0] for st in strides]
             # per-image records by value, or (a long list) one uploaded table
-            table, records, _ = _transfers.ragged(arrays, name, [a.shape[:2] for a in arrays], strides, xp)
+            sizes = [a.shape[:2] for a in arrays]
+            table, records, _ = _transfers.ragged(arrays, name, sizes, strides, xp)
             tables = (None, table, records, i32(0), i32(0), i64(0), i64(0), i64(0), i64(0))
         index = None if src_index is None else _transfers.upload(
             xp, src_index, "image_index", "pass it on the images' device", np.int32)
@@ -416,14 +422,16 @@ def warp_images(images, matrix, size, interpolation, border_mode, border_value, 
                 shape = launch_3d(fn, n_out, (dh + thread_rows - 1) // thread_rows,
                                   (dw + pixels - 1) // pixels, args, block_x=block_x,
                                   block_y=BLOCK_3D // block_x)
-            # the plan of the next such call (a key: one image or a batch); none for a launch
-            # that reads the interpolation tables, which device_constant hands out at every
-            # call (ordering another stream after their upload)
+            # the plan of the next such call (a key: one image, a batch or a list whose
+            # records go by value); none for a launch that reads the interpolation tables,
+            # which device_constant hands out at every call (ordering another stream after
+            # their upload)
             if (shape is not None and key is not None and itab is None and ftab is None
-                    and _plans.unstaged((arrays,), out)):
+                    and (uniform or tables[1] is None) and _plans.unstaged(sources, out)):
                 at = len(tables)  # index, mats, mat_step, mat_value, dst
-                _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, at + 4), out_shape, dtype,
-                                                  (rows, n_out, spec), per_call=(at + 1, at + 3)))
+                _PLANS.put(key, _plans.LaunchPlan(
+                    fn, *shape, args, (0 if uniform else None, at + 4), out_shape, dtype, (rows, n_out, spec),
+                    None if uniform else (2, sizes, strides), per_call=(at + 1, at + 3)))
         return native
 
 

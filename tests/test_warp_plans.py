@@ -1,5 +1,5 @@
 """Launch plans of the warps (cupyprep._warping, cupyprep._plans): a repeated warp_affine /
-warp_perspective on one image or a batch, with the geometry, options and matrix form of an
+warp_perspective on one image, a batch or a list of up to 64 images, with the geometry, options and matrix form of an
 earlier call, launches that call's plan with this call's matrix, checked and inverted
 again: the general path's results bit for bit, without a kernel lookup, a device query or
 a check the key already implies. A call that differs in anything (a value's type, strides,
@@ -310,16 +310,60 @@ def test_a_warp_that_reads_the_interpolation_tables_stores_no_plan(kernels):
     assert len(_warping._PLANS) == 1
 
 
-def test_lists_and_augmentations_take_the_general_path(kernels):
+@pytest.mark.parametrize("perspective", [False, True])
+def test_a_repeated_list_launches_its_plan(kernels, monkeypatch, perspective):
+    """A list of images of mixed sizes (HW or HWC, uint8 or float32), one matrix for all
+    or one per image: the later calls (new images of the same sizes, new matrices) replay
+    the first call's plan and give the general path's results."""
+    rng = np.random.default_rng([21, perspective])
+    for dims, dtype in (((8, 9, 3), np.uint8), ((6, 13, 3), np.float32), ((7, 5), np.uint8),
+                        ((9, 6, 4), np.float32)):
+        shapes = [dims, (dims[0] + 3, dims[1] - 2, *dims[2:]), (dims[0] - 1, dims[1] + 4, *dims[2:])]
+        for per_image in (False, True):
+            lists = [[kernels.put(random_image(rng, s, dtype)) for s in shapes] for _ in range(3)]
+            ms = [np.stack(matrices(rng, dims, perspective)) if per_image else matrices(rng, dims, perspective, 1)[0]
+                  for _ in range(3)]
+            got = [kernels.get(warp(perspective)(lists[0], ms[0], SIZE, interpolation="nearest"))]
+            assert len(_warping._PLANS) == 1
+            counted = guards(monkeypatch)
+            for images, m in zip(lists[1:], ms[1:]):
+                got.append(kernels.get(warp(perspective)(images, m, SIZE, interpolation="nearest")))
+            if per_image:  # (per-image matrices are checked and uploaded at every call, as a batch's are)
+                counted = [c for i, c in enumerate(counted) if i not in (3, 5)]
+            assert all(calls == [] for calls in counted), f"{dims} {dtype}: a replay checked or looked up"
+            monkeypatch.undo()
+            for images, m, result in zip(lists, ms, got):
+                np.testing.assert_array_equal(
+                    result, general(kernels, perspective, images, m, SIZE, interpolation="nearest"),
+                    err_msg=f"{dims} {dtype} per_image={per_image}")
+            _plans.clear_all()
+
+
+def test_a_list_plan_writes_out_and_an_out_holding_an_image_is_staged(kernels):
+    rng = np.random.default_rng(22)
+    m = matrices(rng, (8, 9), False, 1)[0]
+    frames = random_image(rng, (2, 11, 14, 3), np.uint8)
+    separate = kernels.poisoned((2, 11, 14, 3), np.uint8)
+    got = cupyprep.warp_affine([kernels.put(f) for f in frames], m, SIZE, out=separate)
+    assert got is separate and len(_warping._PLANS) == 1
+    expected = general(kernels, False, [kernels.put(f) for f in frames], m, SIZE)
+    np.testing.assert_array_equal(kernels.get(separate), expected)
+    buf = kernels.put(frames)  # the same geometry; the images lie in the out itself
+    cupyprep.warp_affine([buf[0], buf[1]], m, SIZE, out=buf)
+    np.testing.assert_array_equal(kernels.get(buf), expected)
+
+
+def test_long_lists_and_augmentations_take_the_general_path(kernels):
     rng = np.random.default_rng(17)
-    images = [kernels.put(random_image(rng, s, np.uint8)) for s in ((8, 9, 3), (6, 5, 3))]
+    images = [kernels.put(random_image(rng, (5 + i % 3, 6, 3), np.uint8)) for i in range(65)]
     m = matrices(rng, (8, 9), False, 1)[0]
     batch = kernels.put(random_image(rng, (2, 8, 9, 3), np.uint8))
     for seed in range(2):
-        cupyprep.warp_affine(images, m, SIZE)
-        cupyprep.warp_affine(images[:1], m, SIZE)
+        cupyprep.warp_affine(images, m, SIZE)  # past the records that go by value: uploaded
         cupyprep.random_affine(batch, 10.0, seed=seed)  # its own checks, its matrices on the device
     assert len(_warping._PLANS) == 0
+    cupyprep.warp_affine(images[:64], m, SIZE)
+    assert len(_warping._PLANS) == 1
 
 
 def test_the_cpu_backend_stores_no_plan():
