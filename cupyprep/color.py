@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _arrays, _kernels, _validate, cpu
+from . import _arrays, _kernels, _plans, _validate, cpu
 from ._launch import launch_1d
 from ._specs import color as spec
 
@@ -22,6 +22,10 @@ CVT_CODES = {
 }
 # the codes swap_rb and to_gray serve
 _OTHER_CODES = ("bgr2rgb", "rgb2bgr", "bgr2gray", "rgb2gray")
+
+# Launch plans (see _plans) of the three ops: one launch each, keyed by the image's and
+# out's geometry and the op's options
+_PLANS = _plans.PlanCache()
 
 
 def _color_input(img):
@@ -41,11 +45,16 @@ def swap_rb(img, *, out=None):
 
     Same as ``cv2.cvtColor(img, cv2.COLOR_BGR2RGB)``; any dtype of resize's.
     """
+    kind, key, found = _PLANS.find(img, out, ("swap_rb",))
+    if found is not None:
+        native = found.run(img, kind, out)
+        if native is not None:
+            return native
     call, arr, dtype, geo = _color_input(img)
     if not call.device:
         return call.result(cpu.swap_rb(arr), out)
     with call.launch(), call.writing(out, arr.shape, dtype, [arr]) as (native, dst):
-        _launch(spec.SPEC.swap_rb_expr(dtype, geo.c), arr, dst, geo, True)
+        _launch(spec.SPEC.swap_rb_expr(dtype, geo.c), arr, dst, geo, True, key=key, out=out)
     return native
 
 
@@ -56,13 +65,18 @@ def to_gray(img, *, order="bgr", out=None):
     codes): ``Y = 0.299 R + 0.587 G + 0.114 B``; uint8 and uint16 use OpenCV's 15-bit fixed
     point and are equal to it.
     """
+    kind, key, found = _PLANS.find(img, out, ("to_gray", order))
+    if found is not None:
+        native = found.run(img, kind, out)
+        if native is not None:
+            return native
     call, arr, dtype, geo = _color_input(img)
     order = _validate.choice("order", order, ORDERS)
     if not call.device:
         return call.result(cpu.to_gray(arr, order), out)
     bidx = 0 if order == "bgr" else 2
     with call.launch(), call.writing(out, arr.shape[:-1], dtype, [arr]) as (native, dst):
-        _launch(spec.SPEC.to_gray_expr(dtype, geo.c, bidx), arr, dst, geo, False)
+        _launch(spec.SPEC.to_gray_expr(dtype, geo.c, bidx), arr, dst, geo, False, key=key, out=out)
     return native
 
 
@@ -107,6 +121,11 @@ def cvt_color(img, code, *, out=None):
     if code not in CVT_CODES:
         raise ValueError(f"code: expected one of {sorted(CVT_CODES) + list(_OTHER_CODES)}, got {code!r}")
     conversion, order, full = CVT_CODES[code]
+    kind, key, found = _PLANS.find(img, out, ("cvt_color", code))
+    if found is not None:
+        native = found.run(img, kind, out)
+        if native is not None:
+            return native
     call = _arrays.prepare(img, "img")
     arr = call.array
     dtype = _validate.dtype_in("img", arr, spec.CVT_DTYPES)
@@ -127,11 +146,13 @@ def cvt_color(img, code, *, out=None):
     tuning = spec.SPEC
     expr = tuning.cvt_color_expr(dtype, conversion, geo.c, 0 if order == "bgr" else 2)
     with call.launch(), call.writing(out, arr.shape[:-1] + (3,), dtype, [arr]) as (native, dst):
-        _launch(expr, arr, dst, geo, True, (np.int32(hrange), np.int32(tuning.hsv_vector_block)))
+        _launch(expr, arr, dst, geo, True, (np.int32(hrange), np.int32(tuning.hsv_vector_block)), key, out)
     return native
 
 
-def _launch(expr, src, dst, geo, dst_has_channels, extra=()):
+def _launch(expr, src, dst, geo, dst_has_channels, extra=(), key=None, out=None):
+    """Launch ``expr`` from ``src`` into ``dst``; with a plan ``key``, store the launch as
+    the plan of the next such call (``out``: the caller's, None for a new output)."""
     s_n, s_c, s_y, s_x = geo.strides
     dst_st = _arrays.element_strides(dst, "out")
     if not geo.batched:
@@ -144,4 +165,7 @@ def _launch(expr, src, dst, geo, dst_has_channels, extra=()):
     args += extra
     total = geo.n * geo.h * geo.w
     args.append(i64(total))
-    launch_1d(_kernels.get_function(spec.FILE, expr), total, tuple(args))
+    fn = _kernels.get_function(spec.FILE, expr)
+    shape = launch_1d(fn, total, tuple(args))
+    if shape is not None and key is not None and _plans.unstaged((src,), out):
+        _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, 1), dst.shape, dst.dtype))
