@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _arrays, _kernels, _transfers, _validate
+from . import _arrays, _kernels, _plans, _transfers, _validate
 from ._arrays import rows_view
 from ._launch import launch_1d
 from ._specs import boxes as spec
@@ -16,6 +16,10 @@ __all__ = ["box_convert", "clip_boxes", "box_iou", "prior_boxes", "decode_boxes"
 
 BOX_FORMATS = spec.FORMATS
 _i64 = np.int64
+
+# Launch plans (see _plans) of box_convert and clip_boxes: one launch each, keyed by the
+# boxes' geometry and the options
+_PLANS = _plans.PlanCache()
 
 
 # --- box ops ---------------------------------------------------------------------------------------
@@ -43,6 +47,9 @@ def box_convert(boxes, in_fmt, out_fmt):
     -------
     >>> xyxy = cupyprep.box_convert(pred[..., :4], "cxcywh", "xyxy")     # doctest: +SKIP
     """
+    kind, key, found = _PLANS.find(boxes, None, ("box_convert", in_fmt, out_fmt))
+    if found is not None:
+        return found.run(boxes, kind)
     in_fmt = _validate.choice("in_fmt", in_fmt, spec.FORMATS)
     out_fmt = _validate.choice("out_fmt", out_fmt, spec.FORMATS)
     call, arr = _box_arg("boxes", boxes)
@@ -51,9 +58,20 @@ def box_convert(boxes, in_fmt, out_fmt):
     with call.launch():
         native, out = call.output(None, arr.shape, arr.dtype)
         view, A, P, st = rows_view(arr, "boxes")
-        launch_1d(_boxes_fn(spec.SPEC.convert_expr(arr.dtype, in_fmt, out_fmt)), A * P,
-                  (view, _i64(P), *st, out, _i64(A * P)))
+        _launch(key, spec.SPEC.convert_expr(arr.dtype, in_fmt, out_fmt), arr, view, A * P,
+                (view, _i64(P), *st, out, _i64(A * P)), out)
     return native
+
+
+def _launch(key, expr, arr, view, total, args, out):
+    """Launch ``expr`` over ``total`` boxes (``args``: ``view`` of the boxes first, then
+    ``out`` among them); with a plan ``key``, store the launch as the plan of the next such
+    call where the kernel reads the boxes in place (not a copy of them)."""
+    fn = _boxes_fn(expr)
+    shape = launch_1d(fn, total, args)
+    if shape is not None and key is not None and _plans.address(view) == _plans.address(arr):
+        at = next(i for i, a in enumerate(args) if a is out)
+        _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, at), out.shape, out.dtype))
 
 
 def _boxes_fn(expr):
@@ -71,6 +89,9 @@ def clip_boxes(boxes, size):
     -------
     >>> boxes = cupyprep.clip_boxes(boxes, (1080, 1920))                 # doctest: +SKIP
     """
+    kind, key, found = _PLANS.find(boxes, None, ("clip_boxes", size))
+    if found is not None:
+        return found.run(boxes, kind)
     H, W = _validate.size_hw("size", size)
     call, arr = _box_arg("boxes", boxes)
     if not call.device:
@@ -78,8 +99,8 @@ def clip_boxes(boxes, size):
     with call.launch():
         native, out = call.output(None, arr.shape, arr.dtype)
         view, A, P, st = rows_view(arr, "boxes")
-        launch_1d(_boxes_fn(spec.SPEC.op_expr("clip_boxes", arr.dtype)), A * P,
-                  (view, _i64(P), *st, np.float32(W), np.float32(H), out, _i64(A * P)))
+        _launch(key, spec.SPEC.op_expr("clip_boxes", arr.dtype), arr, view, A * P,
+                (view, _i64(P), *st, np.float32(W), np.float32(H), out, _i64(A * P)), out)
     return native
 
 

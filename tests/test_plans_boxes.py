@@ -1,0 +1,77 @@
+"""Launch plans of box_convert and clip_boxes (cupyprep._plans, as test_plans.py for
+preprocess): a repeated call with the same geometry and options launches the stored plan,
+with the general path's bits, without validation or kernel lookup again; boxes the kernel
+reads through a copy (leading strides that do not merge) get no plan."""
+from __future__ import annotations
+
+import importlib
+import itertools
+
+import numpy as np
+import pytest
+from test_plans import counting
+
+import cupyprep
+from cupyprep import _arrays, _kernels, _plans
+
+bx = importlib.import_module("cupyprep.boxes")
+
+FORMATS = ("xyxy", "xywh", "cxcywh")
+
+
+def boxes(kernels, rng, shape, dtype):
+    xy = rng.uniform(-20, 120, shape[:-1] + (2,))
+    wh = rng.uniform(1, 60, shape[:-1] + (2,))
+    return kernels.put(np.concatenate([xy, xy + wh], -1).astype(dtype))
+
+
+def general(op, *args):
+    kept, bx._PLANS = bx._PLANS, _plans.PlanCache(maxsize=0)
+    try:
+        return op(*args)
+    finally:
+        bx._PLANS = kept
+
+
+CALLS = [(f"box_convert {a} -> {b}", lambda x, a=a, b=b: cupyprep.box_convert(x, a, b))
+         for a, b in itertools.product(FORMATS, FORMATS)] + [
+    ("clip_boxes", lambda x: cupyprep.clip_boxes(x, (90, 70)))]
+
+
+@pytest.mark.parametrize("which", range(len(CALLS)))
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_repeated_box_op_launches_its_plan(kernels, monkeypatch, which, dtype):
+    name, op = CALLS[which]
+    rng = np.random.default_rng(which)
+    for shape, view in (((13, 4), False), ((2, 5, 4), False), ((26, 4), True)):
+        sets = [boxes(kernels, rng, shape, dtype) for _ in range(2)]
+        if view:  # every other box
+            sets = [b[::2] for b in sets]
+        first = op(sets[0])
+        assert len(bx._PLANS) == 1, name
+        guards = [counting(monkeypatch, _kernels, "get_function"), counting(monkeypatch, _arrays, "prepare")]
+        second = op(sets[1])
+        assert guards == [[], []], f"{name} {shape}: the second call planned again"
+        monkeypatch.undo()
+        for b, got in zip(sets, (first, second)):
+            assert got.shape == b.shape and got.dtype == b.dtype
+            np.testing.assert_array_equal(kernels.get(got), kernels.get(general(op, b)), err_msg=f"{name} {shape}")
+        _plans.clear_all()
+
+
+def test_boxes_read_through_a_copy_get_no_plan(kernels):
+    rng = np.random.default_rng(5)
+    b = boxes(kernels, rng, (2, 6, 4, 4), np.float32)[:, :3]  # (2, 3, 4, 4): its leading strides don't merge
+    for _ in range(2):
+        got = cupyprep.clip_boxes(b, (90, 70))
+    assert len(bx._PLANS) == 0
+    np.testing.assert_array_equal(kernels.get(got), np.clip(kernels.get(b), 0, [70, 90, 70, 90]))
+
+
+def test_a_bad_call_with_a_planned_geometry_still_raises(kernels):
+    b = boxes(kernels, np.random.default_rng(6), (4, 4), np.float32)
+    cupyprep.box_convert(b, "xyxy", "cxcywh")
+    with pytest.raises(ValueError, match="out_fmt"):
+        cupyprep.box_convert(b, "xyxy", "yxyx")
+    with pytest.raises((TypeError, ValueError), match="size"):
+        cupyprep.clip_boxes(b, (90, -1))
