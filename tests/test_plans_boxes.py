@@ -75,3 +75,15 @@ def test_a_bad_call_with_a_planned_geometry_still_raises(kernels):
         cupyprep.box_convert(b, "xyxy", "yxyx")
     with pytest.raises((TypeError, ValueError), match="size"):
         cupyprep.clip_boxes(b, (90, -1))
+
+
+@pytest.mark.gpu
+def test_torch_replays_equal_the_general_path():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    sets = [torch.from_numpy(np.sort(rng.uniform(-9, 99, (50, 4)).astype(np.float32), axis=1)).cuda()
+            for _ in range(3)]
+    got = [cupyprep.box_convert(b, "xyxy", "cxcywh") for b in sets]
+    assert len(bx._PLANS) == 1
+    for b, g in zip(sets, got):
+        assert isinstance(g, torch.Tensor) and torch.equal(g, general(cupyprep.box_convert, b, "xyxy", "cxcywh"))
