@@ -144,8 +144,10 @@ def _is_int64(key):
     return key[1] == np.int64
 
 
-def _replay(plan, key, boxes, scores, idxs):
-    """Run ``plan`` on the arrays of a call with ``key``; returns the Carve."""
+def _replay(plan, key, boxes, scores, idxs, finish):
+    """Run ``plan`` on the arrays of a call with ``key``; returns ``finish(carve)``, which
+    runs in the same launch context (a count read back waits for the stream the kernels
+    ran on, and a capture refuses it)."""
     kind = key[1][0]
     if kind == "torch":
         call = _arrays.Prepared(TensorView(boxes), kind, True, boxes)
@@ -155,7 +157,7 @@ def _replay(plan, key, boxes, scores, idxs):
         call = _arrays.Prepared(boxes, kind, True)
         inputs = (boxes, scores, idxs)
     with call.launch():
-        return plan.run(call, inputs)
+        return finish(plan.run(call, inputs))
 
 
 def _nms_call(boxes, scores, idxs, iou_threshold, return_count):
@@ -163,7 +165,8 @@ def _nms_call(boxes, scores, idxs, iou_threshold, return_count):
     if key is not None:
         plan = _PLANS.get(key)
         if plan is not None:
-            return _nms_pipeline.finish(plan, _replay(plan, key, boxes, scores, idxs), return_count)
+            return _replay(plan, key, boxes, scores, idxs,
+                           lambda carve: _nms_pipeline.finish(plan, carve, return_count))
     call = _arrays.prepare(boxes, "boxes")
     b = call.array
     _check_boxes("boxes", b)
@@ -307,7 +310,7 @@ def multiclass_nms(boxes, scores, *, iou_threshold=0.5, score_threshold=None, to
     if key is not None:
         plan = _PLANS.get(key)
         if plan is not None:
-            return _detections(plan, _replay(plan, key, boxes, scores, None))
+            return _replay(plan, key, boxes, scores, None, lambda carve: _detections(plan, carve))
     call = _arrays.prepare(boxes, "boxes")
     b = call.array
     squeeze = b.ndim == 2

@@ -200,3 +200,39 @@ def test_torch_replays_make_no_cupy_view(monkeypatch, grouped_min):
     assert int(count) == len(ref)
     np.testing.assert_array_equal(padded.cpu().numpy()[: len(ref)], ref)
     np.testing.assert_array_equal(cupyprep.batched_nms(*tensors, 0.5).cpu().numpy(), ref)
+
+
+@pytest.mark.parametrize("op", ["nms", "multiclass_nms"])
+def test_a_replay_finishes_in_its_launch_context(kernels, monkeypatch, op):
+    """A replay reads its count back (nms without return_count) and makes its results in
+    the launch context its kernels ran in: on its stream (a chosen one, not the caller's
+    current one, which the kernels did not run on), where a CUDA-graph capture refuses
+    the read."""
+    boxes, scores, _ = (kernels.put(a) for a in scene(12, 300, np.float32))
+    if op == "nms":
+        run, finishing = (lambda: cupyprep.nms(boxes, scores, 0.5)), (_nms_pipeline, "finish")
+    else:
+        run, finishing = (lambda: cupyprep.multiclass_nms(boxes[None], scores[None, :, None],
+                                                          score_threshold=0.1)), (nms_module, "_detections")
+    run()
+    depth = []
+    enter = _arrays.Prepared.launch
+
+    class Tracked:
+        def __init__(self, context):
+            self.context = context
+
+        def __enter__(self):
+            depth.append(1)
+            return self.context.__enter__()
+
+        def __exit__(self, *exc):
+            depth.pop()
+            return self.context.__exit__(*exc)
+
+    monkeypatch.setattr(_arrays.Prepared, "launch", lambda self: Tracked(enter(self)))
+    inside = []
+    original = getattr(*finishing)
+    monkeypatch.setattr(*finishing, lambda *a, **kw: inside.append(bool(depth)) or original(*a, **kw))
+    run()
+    assert inside == [True], "the replay finished outside its launch context"
