@@ -215,14 +215,15 @@ def run(bench, profile=False):
     out64_cp = cupy.from_dlpack(out64)
     rows.add("S4", "cupyprep preprocess (list of 64 tensors)", lambda i: cupyprep.preprocess(
         frames64, (640, 640), dtype="float16", out=out64))
+    # (CuPy rows are eager only: a torch graph captures torch's stream, not CuPy's)
     rows.add("S4", "cupyprep preprocess (list of 64 CuPy arrays)", lambda i: cupyprep.preprocess(
-        frames64_cp, (640, 640), dtype="float16", out=out64_cp))
+        frames64_cp, (640, 640), dtype="float16", out=out64_cp), capture=False)
 
     # S6-S8: one call of each other op that keeps launch plans, torch in and out (CuPy for S1)
     frame_cp = cupy.from_dlpack(frame)
     out1_cp = cupy.from_dlpack(out1)
     rows.add("S1", "cupyprep preprocess, CuPy in and out", lambda i: cupyprep.preprocess(
-        frame_cp, (640, 640), dtype="float16", out=out1_cp))
+        frame_cp, (640, 640), dtype="float16", out=out1_cp), capture=False)
     small = torch.empty((360, 640, 3), dtype=torch.uint8, device="cuda")
     rows.add("S6", "cupyprep resize 1080p -> 360x640 linear", lambda i: cupyprep.resize(
         frame, (360, 640), out=small))
