@@ -127,26 +127,28 @@ def _key_value(v):
 
 
 def options_key(values):
-    """``values`` (an op's other arguments) with every element's type beside it, or None
-    where one cannot be a key: only numbers, strings, None, dtypes and types, alone or in
-    tuples / lists (an array or any other object could change in place under its key)."""
-    out = []
+    """``values`` (an op's other arguments) as a key: their types, then the values (lists as
+    tuples), or None where one cannot be a key: only numbers, strings, None, dtypes and
+    types, alone or in tuples / lists (an array or any other object could change in place
+    under its key). Two keys are equal where every value is equal and of the same type."""
+    types, flat = [], []
     for v in values:
         t = type(v)
-        if t is tuple or t is list:
-            inner = []
-            for e in v:
-                k = _key_value(e)
-                if k is None:
-                    return None
-                inner.append(k)
-            out.append((t, tuple(inner)))
-        else:
-            k = _key_value(v)
-            if k is None:
+        if t in _KEY_TYPES:
+            types.append(t)
+            flat.append(v)
+        elif t is tuple or t is list:
+            inner = tuple(map(type, v))
+            if not _KEY_TYPES.issuperset(inner) and any(_key_value(e) is None for e in v):
                 return None
-            out.append(k)
-    return tuple(out)
+            types.append((t, inner))
+            flat.append(v if t is tuple else tuple(v))
+        elif _key_value(v) is not None:
+            types.append(t)
+            flat.append(v)
+        else:
+            return None
+    return tuple(types), tuple(flat)
 
 
 class LaunchPlan:

@@ -201,6 +201,19 @@ def test_an_option_changed_in_place_is_seen(kernels):
     assert _plans.options_key([(0.5, 2), "linear", None, np.float32(1), np.dtype("float16")]) is not None
 
 
+def test_option_keys_tell_types_apart():
+    """Equal values of other types are other keys (the first call's checks might refuse
+    one of them); lists and tuples alike of equal values are other keys too; anything
+    compared by identity or mutable, alone or inside a tuple, is no key."""
+    k = _plans.options_key
+    assert k((1,)) != k((True,)) and k((1,)) != k((1.0,)) and k((np.float32(1),)) != k((1.0,))
+    assert k(((1, 2),)) != k(([1, 2],)) and k(((1, 2),)) == k(((1, 2),)) and k(([1, 2],)) == k(([1, 2],))
+    assert k(((np.float32(1), 2),)) == k(((np.float32(1), 2),)) != k(((1.0, 2),))
+    assert k((np.dtype("uint8"), float, "x", None)) == k((np.dtype("uint8"), float, "x", None))
+    for bad in (np.array([1]), (np.array(1),), [object()], ((1, 2), (3, 4)), object()):
+        assert k((bad,)) is None, bad
+
+
 def test_a_replay_returns_its_own_meta_and_warns_again(kernels):
     rng = np.random.default_rng(3)
     image = kernels.put(random_image(rng, (1, 30, 50, 3), np.uint8))
