@@ -313,6 +313,14 @@ class PlanCache:
         kind, key = found
         return kind, key, self._plans.get(key)
 
+    def replay(self, images, out, options, most=0):
+        """``(key, result)`` of a call: its key (see :meth:`find`) and, where a plan is
+        stored under it, the plan's launch on ``images`` into ``out`` (a new output for
+        None); ``result`` None where no plan is stored, or where ``out`` overlaps an input
+        (the general path then stages it)."""
+        kind, key, found = self.find(images, out, options, most)
+        return key, (None if found is None else found.run(images, kind, out))
+
     def put(self, key, plan):
         if self._maxsize <= 0:
             return

@@ -47,9 +47,9 @@ def box_convert(boxes, in_fmt, out_fmt):
     -------
     >>> xyxy = cupyprep.box_convert(pred[..., :4], "cxcywh", "xyxy")     # doctest: +SKIP
     """
-    kind, key, found = _PLANS.find(boxes, None, ("box_convert", in_fmt, out_fmt))
-    if found is not None:
-        return found.run(boxes, kind)
+    key, native = _PLANS.replay(boxes, None, ("box_convert", in_fmt, out_fmt))
+    if native is not None:
+        return native
     in_fmt = _validate.choice("in_fmt", in_fmt, spec.FORMATS)
     out_fmt = _validate.choice("out_fmt", out_fmt, spec.FORMATS)
     call, arr = _box_arg("boxes", boxes)
@@ -89,9 +89,9 @@ def clip_boxes(boxes, size):
     -------
     >>> boxes = cupyprep.clip_boxes(boxes, (1080, 1920))                 # doctest: +SKIP
     """
-    kind, key, found = _PLANS.find(boxes, None, ("clip_boxes", size))
-    if found is not None:
-        return found.run(boxes, kind)
+    key, native = _PLANS.replay(boxes, None, ("clip_boxes", size))
+    if native is not None:
+        return native
     H, W = _validate.size_hw("size", size)
     call, arr = _box_arg("boxes", boxes)
     if not call.device:

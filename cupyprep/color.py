@@ -45,11 +45,9 @@ def swap_rb(img, *, out=None):
 
     Same as ``cv2.cvtColor(img, cv2.COLOR_BGR2RGB)``; any dtype of resize's.
     """
-    kind, key, found = _PLANS.find(img, out, ("swap_rb",))
-    if found is not None:
-        native = found.run(img, kind, out)
-        if native is not None:
-            return native
+    key, native = _PLANS.replay(img, out, ("swap_rb",))
+    if native is not None:
+        return native
     call, arr, dtype, geo = _color_input(img)
     if not call.device:
         return call.result(cpu.swap_rb(arr), out)
@@ -65,11 +63,9 @@ def to_gray(img, *, order="bgr", out=None):
     codes): ``Y = 0.299 R + 0.587 G + 0.114 B``; uint8 and uint16 use OpenCV's 15-bit fixed
     point and are equal to it.
     """
-    kind, key, found = _PLANS.find(img, out, ("to_gray", order))
-    if found is not None:
-        native = found.run(img, kind, out)
-        if native is not None:
-            return native
+    key, native = _PLANS.replay(img, out, ("to_gray", order))
+    if native is not None:
+        return native
     call, arr, dtype, geo = _color_input(img)
     order = _validate.choice("order", order, ORDERS)
     if not call.device:
@@ -121,11 +117,9 @@ def cvt_color(img, code, *, out=None):
     if code not in CVT_CODES:
         raise ValueError(f"code: expected one of {sorted(CVT_CODES) + list(_OTHER_CODES)}, got {code!r}")
     conversion, order, full = CVT_CODES[code]
-    kind, key, found = _PLANS.find(img, out, ("cvt_color", code))
-    if found is not None:
-        native = found.run(img, kind, out)
-        if native is not None:
-            return native
+    key, native = _PLANS.replay(img, out, ("cvt_color", code))
+    if native is not None:
+        return native
     call = _arrays.prepare(img, "img")
     arr = call.array
     dtype = _validate.dtype_in("img", arr, spec.CVT_DTYPES)
