@@ -184,7 +184,7 @@ class LaunchPlan:
         self.out_torch_dtype = None
         self.ragged = ragged
         self.per_call = per_call
-        self.extents = None  # a list's byte ranges around its pointers (see _list_overlaps)
+        self.extents = None  # the byte ranges around the pointers (see _overlaps)
 
     def run(self, x, kind, out=None, values=()):
         """Launch on input ``x`` (an array, or a list of images, of the kind the plan was
@@ -198,16 +198,20 @@ class LaunchPlan:
             args[i] = v
         torch = kind == "torch"
         if self.ragged is None:
-            first = x
+            first = images = x
             view = TensorView(x) if torch else x
-            if out is not None and overlaps(view, TensorView(out) if torch else out):
-                return None
+            pointers = None
         else:
-            first = x[0]
+            first, images = x[0], x
             view = TensorView(first) if torch else first
             pointers = ([t.data_ptr() for t in x] if torch else [a.data.ptr for a in x] if kind == "cupy"
                         else [address(a) for a in x])
-            if out is not None and self._list_overlaps(x, pointers, TensorView(out) if torch else out):
+        p_out = None
+        if out is not None:
+            p_out = address(out)
+            if pointers is None:
+                images, pointers = (x,), [view.ptr if torch else address(x)]
+            if self._overlaps(images, pointers, out, p_out):
                 return None
         call = Prepared(view, kind, True, first) if torch else Prepared(first, kind, True)
         with call.launch():
@@ -220,9 +224,10 @@ class LaunchPlan:
                     if dtype is None:
                         dtype = self.out_torch_dtype = torch_dtype(self.out_dtype)
                     out = first.new_empty(self.out_shape, dtype=dtype)
+                    p_out = out.data_ptr()
                 if i_in is not None:
                     args[i_in] = pointer(view.ptr)
-                args[i_out] = pointer(out.data_ptr())
+                args[i_out] = pointer(p_out)
             else:
                 if out is None:
                     out = call.xp.empty(self.out_shape, self.out_dtype)
@@ -232,20 +237,22 @@ class LaunchPlan:
             self.fn(self.grid, self.block, tuple(args))
         return out
 
-    def _list_overlaps(self, images, pointers, target):
-        """Whether ``target`` shares memory with one of ``images`` (at ``pointers``). The
-        key fixes each image's shape and strides, so the byte range each one spans around
-        its pointer is worked out once, at the first call with an ``out``; only the
-        pointers change."""
+    def _overlaps(self, images, pointers, out, p_out):
+        """Whether ``out`` (at ``p_out``) shares memory with one of ``images`` (at
+        ``pointers``). The key fixes the shapes and strides of every image and of ``out``,
+        so the byte range each spans around its pointer is worked out once, at the first
+        call with an ``out``; only the pointers change."""
         extents = self.extents
         if extents is None:
-            extents = []
-            for a, p in zip(images, pointers):
+            def extent(a, p):
                 lo, hi = byte_span(TensorView(a) if _kind_of(a) == "torch" else a)
-                extents.append((lo - p, hi - p) if hi > lo else (0, 0))
-            self.extents = extents = tuple(extents)
-        lo, hi = byte_span(target)
-        for p, (a, b) in zip(pointers, extents):
+                return (lo - p, hi - p) if hi > lo else (0, 0)
+
+            extents = self.extents = (tuple(extent(a, p) for a, p in zip(images, pointers)),
+                                      extent(out, p_out))
+        inner, (c, d) = extents
+        lo, hi = p_out + c, p_out + d
+        for p, (a, b) in zip(pointers, inner):
             if p + a < hi and lo < p + b:
                 return True
         return False
