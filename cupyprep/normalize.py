@@ -17,15 +17,6 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 _PLANS = _plans.PlanCache()
 
 
-def _plain(stats):
-    """Whether a mean / std argument can be part of a plan's key: None, a number or a tuple
-    or list of numbers (a tensor would be keyed by identity, and could change in place)."""
-    t = type(stats)
-    if t is tuple or t is list:
-        return all(type(v) is float or type(v) is int for v in stats)
-    return stats is None or t is float or t is int
-
-
 def _dense(geo, dgeo, channels_last_out):
     """Whether cupyprep_normalize_dense makes the call (normalize.cu says when it can):
     every image's pixels contiguous, and the output's, fewer than 2^30 elements an image (so
@@ -87,9 +78,8 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
     -------
     >>> x = cupyprep.normalize(rgb, IMAGENET_MEAN, IMAGENET_STD, scale=1 / 255)  # doctest: +SKIP
     """
-    kind = key = found = None
-    if _plain(mean) and _plain(std):
-        kind, key, found = _PLANS.find(img, out, (mean, std, scale, swap_rb, layout, dtype))
+    # (mean / std as arrays or tensors get no key: they could change in place)
+    kind, key, found = _PLANS.find(img, out, (mean, std, scale, swap_rb, layout, dtype))
     if found is not None:
         if found.extra is not None:
             _validate.units(*found.extra)
