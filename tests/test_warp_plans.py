@@ -79,6 +79,12 @@ def general(kernels, perspective, image, m, size, **kw):
         _warping._PLANS = kept
 
 
+def image_and_matrix(kernels, seed, zoom=1.0):
+    """An 8 × 9 HWC uint8 image on the kernels' side and a rotation (times ``zoom``) for it."""
+    rng = np.random.default_rng(seed)
+    return kernels.put(random_image(rng, (8, 9, 3), np.uint8)), matrices(rng, (8, 9), False, 1)[0] * zoom
+
+
 FORMS = [  # (shape, dtype): one HWC image, one HW image, NHWC batches
     ((9, 12, 3), np.uint8), ((9, 12), np.float32), ((2, 9, 12, 4), np.uint8), ((3, 7, 10, 1), np.float32),
     ((9, 12, 4), np.float32), ((2, 7, 10, 3), np.uint8), ((9, 12, 2), np.uint8)]
@@ -268,9 +274,7 @@ def test_the_image_alignment_and_strides_are_part_of_the_key(kernels, launches):
 
 
 def test_values_of_other_types_or_options_get_their_own_plan(kernels):
-    rng = np.random.default_rng(15)
-    image = kernels.put(random_image(rng, (8, 9, 3), np.uint8))
-    m = matrices(rng, (8, 9), False, 1)[0]
+    image, m = image_and_matrix(kernels, 15)
     cupyprep.warp_affine(image, m, SIZE)
     with pytest.raises(TypeError, match="size"):  # equal to SIZE, refused as the first call would
         cupyprep.warp_affine(image, m, (11.0, 14))
@@ -287,9 +291,7 @@ def test_values_of_other_types_or_options_get_their_own_plan(kernels):
 
 
 def test_a_border_value_given_as_an_array_gets_no_plan(kernels):
-    rng = np.random.default_rng(21)
-    image = kernels.put(random_image(rng, (8, 9, 3), np.uint8))
-    m = matrices(rng, (8, 9), False, 1)[0] * 1.5  # a zoom: the border shows
+    image, m = image_and_matrix(kernels, 21, zoom=1.5)  # a zoom: the border shows
     got = [kernels.get(cupyprep.warp_affine(image, m, SIZE, border_value=np.array(v)))
            for v in ([10, 20, 30], [200, 100, 0])]
     assert len(_warping._PLANS) == 0
