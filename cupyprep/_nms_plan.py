@@ -209,11 +209,7 @@ class Plan:
         """Allocate, then launch every step (in the caller's launch context); ``inputs``:
         boxes, scores and classes as kernel arguments. Returns the :class:`Carve`."""
         carve = Carve(call, self.layout)
-        bases = carve.bases
-        if bases[0] is None:  # emulated: NumPy views
-            values = [*inputs, *map(carve.argument, self.regions)]
-        else:
-            values = [*inputs, *[pointer(bases[r[0]] + r[1]) for r in self.regions]]
+        values = [*inputs, *map(carve.argument, self.regions)]
         for step in self.steps:
             if len(step) == 2:
                 sort, region = step
