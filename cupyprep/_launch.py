@@ -14,7 +14,8 @@ import numpy as np
 from . import _kernels
 from ._specs._common import IMAGES_BY_VALUE
 
-__all__ = ["launch_1d", "launch_3d", "by_value", "held", "no_ragged", "pointer", "ragged_records", "BLOCK_3D"]
+__all__ = ["launch_1d", "launch_3d", "by_value", "held", "held_bytes", "no_ragged", "pointer", "ragged_records",
+           "BLOCK_3D"]
 
 BLOCK_1D = 256  # threads per block of launch_1d
 _MAX_BLOCKS = 1 << 20
@@ -55,17 +56,33 @@ def held(args):
     read NumPy values."""
     if _kernels.current_emulator() is not None:
         return tuple(args)
-    from cupy.cuda.function import CNumpyArray
-
-    return tuple(CNumpyArray(np.array(a)) if isinstance(a, np.generic) else a for a in args)
+    return tuple(held_bytes(np.array(a)) if isinstance(a, np.generic) else a for a in args)
 
 
 def pointer(address):
     """A device address as a kernel argument (a pointer parameter), in the form CuPy
     passes as it is (a NumPy ``uint64`` costs CuPy a conversion at every launch)."""
-    from cupy.cuda.function import CIntptr
+    return _cupy_arguments()[0](address)
 
-    return CIntptr(address)
+
+def held_bytes(array):
+    """A NumPy array of one element (a ``ByValue`` struct made for this launch) as a kernel
+    argument in the form CuPy passes as it is."""
+    return _cupy_arguments()[1](array)
+
+
+_CUPY_ARGUMENTS = None
+
+
+def _cupy_arguments():
+    """CuPy's ``(CIntptr, CNumpyArray)``, looked up once (an import statement at every
+    launch cost more than the conversion it saves)."""
+    global _CUPY_ARGUMENTS
+    if _CUPY_ARGUMENTS is None:
+        from cupy.cuda.function import CIntptr, CNumpyArray
+
+        _CUPY_ARGUMENTS = CIntptr, CNumpyArray
+    return _CUPY_ARGUMENTS
 
 
 def by_value(values, dtype, count):

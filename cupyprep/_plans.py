@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _kernels
 from ._arrays import Prepared, byte_span, overlaps
-from ._launch import held, pointer, ragged_records
+from ._launch import held, held_bytes, pointer, ragged_records
 from ._torch import TensorView, torch_dtype
 
 __all__ = ["LaunchPlan", "PlanCache", "address", "array_key", "call_key", "clear_all", "list_key",
@@ -264,12 +264,10 @@ def _records(stored, arrays, pointers, sizes, strides):
     records that carry the arrays)."""
     if _kernels.current_emulator() is not None:
         return ragged_records(arrays, sizes, strides)[1]
-    from cupy.cuda.function import CNumpyArray
-
     records = np.empty((), stored.dtype)
     records[()] = stored  # a copy (the stored records stay as they were), then the pointers
     records["v"]["ptr"][:len(pointers)] = pointers
-    return CNumpyArray(records)
+    return held_bytes(records)
 
 
 def overlap(a, b):
