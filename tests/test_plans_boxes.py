@@ -9,7 +9,7 @@ import itertools
 
 import numpy as np
 import pytest
-from test_plans import counting
+from conftest import counting
 
 import cupyprep
 from cupyprep import _arrays, _kernels, _plans

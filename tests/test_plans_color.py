@@ -8,8 +8,7 @@ import importlib
 
 import numpy as np
 import pytest
-from conftest import random_image
-from test_plans import counting
+from conftest import counting, random_image
 
 import cupyprep
 from cupyprep import _arrays, _kernels, _plans, _validate

@@ -8,11 +8,10 @@ import importlib
 
 import numpy as np
 import pytest
+from conftest import counting, random_image
 
 import cupyprep
-from conftest import random_image
 from cupyprep import _arrays, _kernels, _plans, _validate
-from test_plans import counting
 
 nz = importlib.import_module("cupyprep.normalize")  # the module, not the function
 

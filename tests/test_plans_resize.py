@@ -8,11 +8,10 @@ import importlib
 
 import numpy as np
 import pytest
+from conftest import counting, random_image, torch_graphs_need_caching
 
 import cupyprep
-from conftest import random_image, torch_graphs_need_caching
 from cupyprep import _arrays, _kernels, _plans, _transfers, _validate, cv2compat
-from test_plans import counting
 
 rz = importlib.import_module("cupyprep._resizing")
 
