@@ -53,7 +53,8 @@ def pytest_sessionfinish(session, exitstatus):
     # CUPYPREP_TEST_NO_POOL=1 (benchmarks/sanitize.sh): before the process exits, let go of
     # every block cupyprep keeps on purpose (uploaded tables, graph memory, launch plans)
     # and collect garbage, so the leak check at exit reports only blocks nothing owns
-    if os.environ.get("CUPYPREP_TEST_NO_POOL") != "1" or not cuda_available():
+    alive_dir = os.environ.get("CUPYPREP_TEST_ALIVE_DIR")
+    if (os.environ.get("CUPYPREP_TEST_NO_POOL") != "1" and not alive_dir) or not cuda_available():
         return
     import gc
 
@@ -70,6 +71,10 @@ def pytest_sessionfinish(session, exitstatus):
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
+    if alive_dir:  # which device arrays outlive the session, and who holds them
+        from alive import report_alive
+
+        report_alive(alive_dir, session)
 
 
 def counting(monkeypatch, owner, name):
