@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _arrays, _kernels, _validate, cpu
+from . import _arrays, _kernels, _plans, _validate, cpu
 from ._launch import launch_3d
 from ._specs import flip_pad as spec
 
@@ -24,6 +24,10 @@ __all__ = ["BORDER_MODES", "FLIP_DIRECTIONS", "copy_make_border", "flip", "pad",
 
 FLIP_DIRECTIONS = spec.DIRECTIONS
 BORDER_MODES = spec.BORDER_MODES
+
+# Launch plans (see _plans) of the three ops on one array (not a list): one launch each,
+# keyed by the image's and out's geometry and the op's arguments as given
+_PLANS = _plans.PlanCache()
 
 
 def flip(img, direction="horizontal", *, layout="HWC", out=None):
@@ -51,8 +55,11 @@ def flip(img, direction="horizontal", *, layout="HWC", out=None):
     -------
     >>> mirrored = cupyprep.flip(batch, "horizontal", layout="NHWC")   # doctest: +SKIP
     """
+    key, native = _PLANS.replay(img, out, ("flip", direction, layout))
+    if native is not None:
+        return native
     direction = _validate.choice("direction", direction, FLIP_DIRECTIONS)
-    return _each(img, out, lambda a, o: _flip(a, direction, layout, o))
+    return _each(img, out, lambda a, o: _flip(a, direction, layout, o, key))
 
 
 def rotate90(img, k=1, *, layout="HWC", out=None):
@@ -71,10 +78,13 @@ def rotate90(img, k=1, *, layout="HWC", out=None):
     -------
     The rotated image(s), same kind, dtype and layout as ``img``; bit-exact.
     """
+    key, native = _PLANS.replay(img, out, ("rotate90", k, layout))
+    if native is not None:
+        return native
     if not isinstance(k, numbers.Integral) or isinstance(k, bool):
         raise TypeError(f"k: expected an int (quarter turns counter-clockwise), got {k!r}")
     turns = int(k) % 4
-    return _each(img, out, lambda a, o: _rotate(a, turns, layout, o))
+    return _each(img, out, lambda a, o: _rotate(a, turns, layout, o, key))
 
 
 def pad(img, padding, *, border_mode="constant", value=0, layout="HWC", out=None):
@@ -105,9 +115,12 @@ def pad(img, padding, *, border_mode="constant", value=0, layout="HWC", out=None
     -------
     >>> framed = cupyprep.pad(frame, (0, 8, 0, 8), border_mode="reflect101")  # doctest: +SKIP
     """
+    key, native = _PLANS.replay(img, out, ("pad", padding, border_mode, value, layout))
+    if native is not None:
+        return native
     sides = _sides(padding)
     border_mode = _validate.choice("border_mode", border_mode, BORDER_MODES)
-    return _each(img, out, lambda a, o: _pad(a, sides, border_mode, value, layout, o))
+    return _each(img, out, lambda a, o: _pad(a, sides, border_mode, value, layout, o, key))
 
 
 def copy_make_border(img, top, bottom, left, right, border_mode="constant", value=0, *,
@@ -120,7 +133,8 @@ def copy_make_border(img, top, bottom, left, right, border_mode="constant", valu
 
 # --- the common path --------------------------------------------------------------------------
 def _each(img, out, one):
-    """``one(image, out)`` for an array, or for each image of a list (a list back)."""
+    """``one(image, out)`` for an array, or for each image of a list (a list back). (A
+    list's images get no plans: ``one`` has the key of the call, None for a list.)"""
     if not isinstance(img, (list, tuple)):
         if isinstance(out, (list, tuple)):
             raise TypeError(f"out: expected an array like img, got {type(out).__name__}")
@@ -158,7 +172,7 @@ def _input(img, layout):
     return call, arr, dtype, geo, layout
 
 
-def _flip(img, direction, layout, out):
+def _flip(img, direction, layout, out, key):
     call, arr, dtype, geo, layout = _input(img, layout)
     if not call.device:
         return call.result(cpu.flip(arr, direction, geo), out)
@@ -169,10 +183,10 @@ def _flip(img, direction, layout, out):
     if direction in ("vertical", "both"):
         off, s_y = off + (geo.h - 1) * s_y, -s_y
     return _launch(call, arr, dtype, geo, layout, out, geo.h, geo.w, off, s_y, s_x,
-                   (0, 0, 0, 0), "constant", (0.0,) * 4)
+                   (0, 0, 0, 0), "constant", (0.0,) * 4, key)
 
 
-def _rotate(img, turns, layout, out):
+def _rotate(img, turns, layout, out, key):
     call, arr, dtype, geo, layout = _input(img, layout)
     if not call.device:
         return call.result(cpu.rotate90(arr, turns, geo), out)
@@ -189,10 +203,10 @@ def _rotate(img, turns, layout, out):
         view = (w, h, (h - 1) * s_y, s_x, -s_y)
     vh, vw, off, vs_y, vs_x = view
     return _launch(call, arr, dtype, geo, layout, out, vh, vw, off, vs_y, vs_x,
-                   (0, 0, 0, 0), "constant", (0.0,) * 4)
+                   (0, 0, 0, 0), "constant", (0.0,) * 4, key)
 
 
-def _pad(img, sides, border_mode, value, layout, out):
+def _pad(img, sides, border_mode, value, layout, out, key):
     call, arr, dtype, geo, layout = _input(img, layout)
     top, bottom, left, right = sides
     dh, dw = geo.h + top + bottom, geo.w + left + right
@@ -204,7 +218,7 @@ def _pad(img, sides, border_mode, value, layout, out):
         return call.result(cpu.pad(arr, sides, border_mode, fill, geo), out)
     s_y, s_x = geo.strides[2:]
     return _launch(call, arr, dtype, geo, layout, out, geo.h, geo.w, 0, s_y, s_x, sides,
-                   border_mode, fill)
+                   border_mode, fill, key)
 
 
 def _fill(value, channels, dtype):
@@ -218,9 +232,11 @@ def _fill(value, channels, dtype):
     return _validate.fill_values("value", value, channels, dtype, np.float32, "img")
 
 
-def _launch(call, arr, dtype, geo, layout, out, sh, sw, off, s_y, s_x, sides, border_mode, fill):
+def _launch(call, arr, dtype, geo, layout, out, sh, sw, off, s_y, s_x, sides, border_mode, fill,
+            key):
     """The copy of the source view (``sh`` x ``sw`` at element offset ``off``, strides
-    ``s_y`` / ``s_x``) with ``sides`` of border, into a new array or ``out``."""
+    ``s_y`` / ``s_x``) with ``sides`` of border, into a new array or ``out``; with a plan
+    ``key``, the launch is stored as the plan of the next such call."""
     top, bottom, left, right = sides
     dh, dw = sh + top + bottom, sw + left + right
     with call.launch(), call.writing(out, geo.shape(dh, dw), dtype, [arr]) as (native, dst):
@@ -229,11 +245,15 @@ def _launch(call, arr, dtype, geo, layout, out, sh, sw, off, s_y, s_x, sides, bo
         dgeo = _validate.image_layout("out", dst, layout)
         plan = copy_plan(geo, dgeo, dst, dtype, sh, sw, s_y, s_x, sides, border_mode, fill)
         if plan.kernel == "general":
-            _launch_general(arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides, border_mode,
-                            fill)
+            launched = _launch_general(arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides,
+                                       border_mode, fill)
         else:
-            _launch_bytes(plan, arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides,
-                          border_mode, fill)
+            launched = _launch_bytes(plan, arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x,
+                                     sides, border_mode, fill)
+        # (the mirror kernel was chosen for out's alignment: another out may have another)
+        if (launched is not None and key is not None and _plans.unstaged((arr,), out)
+                and not (plan.kernel == "mirror" and out is not None)):
+            _PLANS.put(key, _plans.LaunchPlan(*launched, (0, 1), dst.shape, dst.dtype))
     return native
 
 
@@ -322,25 +342,29 @@ def _launch_bytes(plan, arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides
     if plan.kernel == "rows":
         words = _fill_pattern(tuple(fill), cpx, np.dtype(dtype))
         fn = _kernels.get_function(spec.FILE, spec.SPEC.rows_expr())
-        launch_3d(fn, planes, dh, (dw * px + 31) // 32, common + (
+        args = common + (
             i32(sh), i32(sw), i32(dh), i32(dw), i32(px), i64(off * es), i64(s_n * es),
             i64(s_g), i64(s_y * es), i64(d_n * es), i64(d_g), i64(d_y * es), i32(top),
-            i32(left), i32(BORDER_MODES.index(border_mode)), *words,
-            i32(planes)), block_x=spec.ROWS_BLOCK)
+            i32(left), i32(BORDER_MODES.index(border_mode)), *words, i32(planes))
+        shape = launch_3d(fn, planes, dh, (dw * px + 31) // 32, args, block_x=spec.ROWS_BLOCK)
     elif plan.kernel == "mirror":
         run = max(px // math.gcd(px, 16) * 16, 32)  # kernels/flip_pad.cu RUN
         fn = _kernels.get_function(spec.FILE, spec.SPEC.mirror_expr(px))
         first = off - (sw - 1) * cpx  # the row's lowest pixel
-        launch_3d(fn, planes, sh, (sw * px + run - 1) // run, common + (
+        args = common + (
             i32(sh), i32(sw), i64(first * es), i64(s_n * es), i64(s_g), i64(s_y * es),
-            i64(d_n * es), i64(d_g), i64(d_y * es), i32(planes)), block_x=spec.ROWS_BLOCK)
+            i64(d_n * es), i64(d_g), i64(d_y * es), i32(planes))
+        shape = launch_3d(fn, planes, sh, (sw * px + run - 1) // run, args, block_x=spec.ROWS_BLOCK)
     else:
         tile = spec.SPEC.turn_tile(px)
         fn = _kernels.get_function(spec.FILE, spec.SPEC.turn_expr(px))
         grid = (min(-(-sw // tile), 65535), min(-(-sh // tile), 65535), min(planes, 65535))
-        fn(grid, spec.TURN_BLOCK + (1,), common + (
+        args = common + (
             i32(sh), i32(sw), i64(off * es), i64(s_n * es), i64(s_g), i32(1 if s_y > 0 else -1),
-            i64(s_x * es), i64(d_n * es), i64(d_g), i64(d_y * es), i32(planes)))
+            i64(s_x * es), i64(d_n * es), i64(d_g), i64(d_y * es), i32(planes))
+        shape = grid, spec.TURN_BLOCK + (1,)
+        fn(*shape, args)
+    return None if shape is None else (fn, *shape, args)
 
 
 @functools.lru_cache(maxsize=256)
@@ -371,9 +395,11 @@ def _launch_general(arr, dst, dtype, geo, dgeo, sh, sw, off, s_y, s_x, sides, bo
     bv = (fill + (0.0,) * 4)[:4]  # one a channel (more than 4: all the same)
     i64, i32, f32 = np.int64, np.int32, np.float32
     fn = _kernels.get_function(spec.FILE, spec.SPEC.expr(dtype, cn))
-    launch_3d(fn, planes, dh, dw, (
+    args = (
         arr, dst, i32(groups), i32(sh), i32(sw), i32(dh), i32(dw), i64(off), i64(s_n),
         i64(s_c if groups > 1 else 0), i64(s_y), i64(s_x), i64(s_c),
         i64(d_n), i64(d_c if groups > 1 else 0), i64(d_y), i64(d_x), i64(d_c),
         i32(top), i32(left), i32(BORDER_MODES.index(border_mode)), *(f32(v) for v in bv),
-        i32(planes)))
+        i32(planes))
+    shape = launch_3d(fn, planes, dh, dw, args)
+    return None if shape is None else (fn, *shape, args)
