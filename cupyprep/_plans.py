@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from . import _kernels
+from . import _kernels, _transfers
 from ._arrays import Prepared, byte_span, overlaps
 from ._launch import held, held_bytes, pointer, ragged_records
 from ._torch import TensorView, torch_dtype
@@ -161,18 +161,22 @@ class LaunchPlan:
     are held in the form CuPy passes without converting them (:func:`_launch.held`). ``extra`` is whatever
     else the op hands back (copied per call by the op, so a caller changing it changes no
     later call's). ``per_call``: the positions of arguments the op works out at every call
-    (a warp's matrix) and hands to :meth:`run`."""
+    (a warp's matrix) and hands to :meth:`run`. ``constants``: ``(position, key, make,
+    what, hint)`` of each kept table the launch reads (:func:`_transfers.device_constant`'s
+    arguments): fetched again inside every run's launch context, as the general path does,
+    so a stream that did not upload it waits for the upload and a capture marks it as
+    read by a graph (and a table dropped since is uploaded again)."""
 
-    __slots__ = ("args", "block", "extents", "extra", "fn", "grid", "out_dtype", "out_shape",
-                 "out_torch_dtype", "per_call", "ragged", "slots")
+    __slots__ = ("args", "block", "constants", "extents", "extra", "fn", "grid", "out_dtype",
+                 "out_shape", "out_torch_dtype", "per_call", "ragged", "slots")
 
     def __init__(self, fn, grid, block, args, slots, out_shape, out_dtype, extra=None, ragged=None,
-                 per_call=()):
+                 per_call=(), constants=()):
         # the first call's input and output are not kept (a plan must not hold arrays alive):
         # their slots are filled at every run, and so are an emulator's records
         # (the list's records are kept apart: every run writes its pointers into a copy)
         args = list(args)
-        for i in (*slots, *per_call):
+        for i in (*slots, *per_call, *(c[0] for c in constants)):
             if i is not None:
                 args[i] = None
         if ragged is not None:
@@ -184,6 +188,7 @@ class LaunchPlan:
         self.out_torch_dtype = None
         self.ragged = ragged
         self.per_call = per_call
+        self.constants = constants
         self.extents = None  # the byte ranges around the pointers (see _overlaps)
 
     def run(self, x, kind, out=None, values=()):
@@ -215,6 +220,8 @@ class LaunchPlan:
                 return None
         call = Prepared(view, kind, True, first) if torch else Prepared(first, kind, True)
         with call.launch():
+            for i, key, make, what, hint in self.constants:
+                args[i] = _transfers.device_constant(call.xp, key, make, what, hint)
             if self.ragged is not None:
                 slot, stored, sizes, strides = self.ragged
                 args[slot] = _records(stored, x, pointers, sizes, strides)

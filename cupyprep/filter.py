@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-from . import _arrays, _kernels, _transfers, _validate, cpu
+from . import _arrays, _kernels, _plans, _transfers, _validate, cpu
 from ._launch import launch_3d
 from ._specs import filter as spec
 from .cpu import filter as cpu_filter
@@ -15,6 +15,10 @@ from .cpu import filter as cpu_filter
 __all__ = ["FILTER_BORDERS", "box_filter", "gaussian_blur"]
 
 FILTER_BORDERS = tuple(spec.BORDERS)
+
+# Launch plans (see _plans) of the two filters on one array (each image of a list plans as
+# one): one launch each, keyed by the image's and out's geometry and the arguments as given
+_PLANS = _plans.PlanCache()
 
 
 def gaussian_blur(img, ksize, sigma_x, sigma_y=0.0, *, border="reflect101", layout="HWC", out=None):
@@ -60,6 +64,9 @@ def gaussian_blur(img, ksize, sigma_x, sigma_y=0.0, *, border="reflect101", layo
     if isinstance(img, (list, tuple)):
         return _each(img, out, lambda im, o: gaussian_blur(im, ksize, sigma_x, sigma_y,
                                                            border=border, layout=layout, out=o))
+    key, native = _PLANS.replay(img, out, ("gaussian_blur", ksize, sigma_x, sigma_y, border, layout))
+    if native is not None:
+        return native
     call, arr, dtype, geo, border = _image(img, layout, border)
     kh, kw = _ksize("ksize", ksize, allow_zero=True)
     sx, sy = _sigma("sigma_x", sigma_x), _sigma("sigma_y", sigma_y)
@@ -80,13 +87,15 @@ def gaussian_blur(img, ksize, sigma_x, sigma_y=0.0, *, border="reflect101", layo
         kh, kw = (1 if geo.h == 1 else kh), (1 if geo.w == 1 else kw)
     sx, sy = max(sx, 0.0), max(sy, 0.0)
     bits = spec.FIXED_BITS.get(dtype)
-    weights = _transfers.device_constant(
-        call.xp, ("gaussian", bits, kh, kw, sy, sx), lambda: _gaussian_weights(kh, kw, sy, sx, bits),
-        "the Gaussian kernel's weights", "make one call with the same ksize and sigmas before "
-        "the capture (its weights then stay on the device)")
+    table = (("gaussian", bits, kh, kw, sy, sx), lambda: _gaussian_weights(kh, kw, sy, sx, bits),
+             "the Gaussian kernel's weights", "make one call with the same ksize and sigmas "
+             "before the capture (its weights then stay on the device)")
+    weights = _transfers.device_constant(call.xp, *table) if kh > 1 or kw > 1 else None
     extra = (weights if bits else None, None if bits else weights, np.int32(bits or 0))
+    # (the plan fetches the weights at every call, at their position in the arguments)
+    constants = ((_ARGS + (0 if bits else 1), *table),)
     return _launch(call, arr, geo, dtype, out, "gaussian", border, (kh, kw), (kh // 2, kw // 2),
-                   extra, copy=kh == 1 and kw == 1)
+                   extra, key, constants, copy=kh == 1 and kw == 1)
 
 
 def box_filter(img, ksize, *, normalize=True, anchor=None, border="reflect101", layout="HWC",
@@ -120,6 +129,9 @@ def box_filter(img, ksize, *, normalize=True, anchor=None, border="reflect101", 
         return _each(img, out, lambda im, o: box_filter(im, ksize, normalize=normalize,
                                                         anchor=anchor, border=border,
                                                         layout=layout, out=o))
+    key, native = _PLANS.replay(img, out, ("box_filter", ksize, normalize, anchor, border, layout))
+    if native is not None:
+        return native
     call, arr, dtype, geo, border = _image(img, layout, border)
     kh, kw = _ksize("ksize", ksize, allow_zero=False)
     if normalize is not True and normalize is not False:
@@ -140,7 +152,7 @@ def box_filter(img, ksize, *, normalize=True, anchor=None, border="reflect101", 
             ds += 1
     extra = (np.int32(scaled), np.int32(ds), np.int32(dd), np.float32(1.0 / area),
              np.float64(1.0 / area))
-    return _launch(call, arr, geo, dtype, out, "box", border, (kh, kw), (ay, ax), extra)
+    return _launch(call, arr, geo, dtype, out, "box", border, (kh, kw), (ay, ax), extra, key, ())
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -223,7 +235,14 @@ def _on_cpu(arr, geo, fn):
     return np.ascontiguousarray(np.moveaxis(fn(moved, geo.batched), -1, -3))
 
 
-def _launch(call, arr, geo, dtype, out, kind, border, ksize, anchor, extra, copy=False):
+_ARGS = 20  # the kernels' arguments before the filter's own (``extra``; see _launch)
+
+
+def _launch(call, arr, geo, dtype, out, kind, border, ksize, anchor, extra, key, constants,
+            copy=False):
+    """The filter's launch into a new array or ``out``; with a plan ``key``, stored as the
+    plan of the next such call (``constants``: the kept tables among ``extra``, see
+    :class:`_plans.LaunchPlan`)."""
     with call.launch(), call.writing(out, arr.shape, dtype, [arr]) as (native, dst):
         if copy:  # a 1 x 1 kernel: OpenCV copies
             dst[...] = arr
@@ -241,9 +260,12 @@ def _launch(call, arr, geo, dtype, out, kind, border, ksize, anchor, extra, copy
         i64, i32 = np.int64, np.int32
         fn = _kernels.get_function(spec.FILE, spec.SPEC.expr(kind, dtype, cn, border))
         (kh, kw), (ay, ax) = ksize, anchor
-        launch_3d(fn, planes, geo.h, geo.w, (
-            arr, dst, i32(groups), i32(geo.h), i32(geo.w),
-            i64(s_n), i64(s_c if groups > 1 else 0), i64(s_y), i64(s_x), i64(s_c),
-            i64(d_n), i64(d_c if groups > 1 else 0), i64(d_y), i64(d_x), i64(d_c),
-            i32(kh), i32(kw), i32(ay), i32(ax), i32(planes)) + tuple(extra))
+        args = (arr, dst, i32(groups), i32(geo.h), i32(geo.w),
+                i64(s_n), i64(s_c if groups > 1 else 0), i64(s_y), i64(s_x), i64(s_c),
+                i64(d_n), i64(d_c if groups > 1 else 0), i64(d_y), i64(d_x), i64(d_c),
+                i32(kh), i32(kw), i32(ay), i32(ax), i32(planes)) + tuple(extra)
+        shape = launch_3d(fn, planes, geo.h, geo.w, args)
+        if shape is not None and key is not None and _plans.unstaged((arr,), out):
+            _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, 1), dst.shape, dst.dtype,
+                                              constants=constants))
     return native
