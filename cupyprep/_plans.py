@@ -25,7 +25,7 @@ from ._arrays import Prepared, byte_span, overlaps
 from ._launch import held, held_bytes, pointer, ragged_records
 from ._torch import TensorView, torch_dtype
 
-__all__ = ["LaunchPlan", "PlanCache", "address", "array_key", "call_key", "clear_all", "list_key",
+__all__ = ["LaunchPlan", "PlanCache", "address", "argument", "array_key", "call_key", "clear_all", "list_key",
            "options_key", "overlap"]
 
 
@@ -76,6 +76,13 @@ def address(x):
     if kind == "cupy":
         return x.data.ptr
     return x.__array_interface__["data"][0]
+
+
+def argument(x, kind):
+    """A device array ``x`` (one :func:`array_key` keys, of ``kind``) as a kernel argument
+    at a plan's ``per_call`` position: a torch tensor's address, the array itself
+    otherwise."""
+    return pointer(x.data_ptr()) if kind == "torch" else x
 
 
 def list_key(images, most):

@@ -17,8 +17,8 @@ __all__ = ["box_convert", "clip_boxes", "box_iou", "prior_boxes", "decode_boxes"
 BOX_FORMATS = spec.FORMATS
 _i64 = np.int64
 
-# Launch plans (see _plans) of box_convert and clip_boxes: one launch each, keyed by the
-# boxes' geometry and the options
+# Launch plans (see _plans) of box_convert, clip_boxes and box_iou: one launch each, keyed by
+# the boxes' geometry (both arrays' for box_iou) and the options
 _PLANS = _plans.PlanCache()
 
 
@@ -119,6 +119,14 @@ def box_iou(boxes1, boxes2):
     -------
     >>> iou = cupyprep.box_iou(pred, gt)                                  # doctest: +SKIP
     """
+    kind, key, found = _PLANS.find(boxes1, None, ("box_iou",))
+    if key is not None:
+        other = _plans.array_key(boxes2)
+        key = None if other is None else (key, other)
+        found = None if key is None else _PLANS.get(key)
+        if found is not None:
+            # the second boxes at their slot (the key fixed their kind, geometry, device)
+            return found.run(boxes1, kind, None, (_plans.argument(boxes2, kind),))
     call, a = _box_arg("boxes1", boxes1, 2)
     b = call.convert(boxes2, "boxes2")
     for name, arr in (("boxes1", a), ("boxes2", b)):
@@ -132,8 +140,11 @@ def box_iou(boxes1, boxes2):
         native, out = call.output(None, (N, M), np.float32)
         sa, sb = _arrays.element_strides(a, "boxes1"), _arrays.element_strides(b, "boxes2")
         fn = _boxes_fn(spec.SPEC.iou_expr(a.dtype, b.dtype))
-        launch_1d(fn, N * M, (a, _i64(sa[0]), _i64(sa[1]), b, _i64(sb[0]), _i64(sb[1]), _i64(M), out,
-                              _i64(N * M)))
+        args = (a, _i64(sa[0]), _i64(sa[1]), b, _i64(sb[0]), _i64(sb[1]), _i64(M), out, _i64(N * M))
+        shape = launch_1d(fn, N * M, args)
+        if shape is not None and key is not None:
+            _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, 7), (N, M), np.float32,
+                                              per_call=(3,)))
     return native
 
 

@@ -1,4 +1,4 @@
-"""Launch plans of box_convert and clip_boxes (cupyprep._plans, as test_plans.py for
+"""Launch plans of box_convert, clip_boxes and box_iou (cupyprep._plans, as test_plans.py for
 preprocess): a repeated call with the same geometry and options launches the stored plan,
 with the general path's bits, without validation or kernel lookup again; boxes the kernel
 reads through a copy (leading strides that do not merge) get no plan."""
@@ -87,3 +87,60 @@ def test_torch_replays_equal_the_general_path():
     assert len(bx._PLANS) == 1
     for b, g in zip(sets, got):
         assert isinstance(g, torch.Tensor) and torch.equal(g, general(cupyprep.box_convert, b, "xyxy", "cxcywh"))
+
+
+@pytest.mark.parametrize("dtypes", [(np.float32, np.float32), (np.float16, np.float32)])
+def test_a_repeated_box_iou_launches_its_plan_with_the_new_second_boxes(kernels, monkeypatch, dtypes):
+    rng = np.random.default_rng(5)
+    for (n, m), view in (((7, 5), False), ((1, 9), False), ((12, 6), True)):
+        pairs = [(boxes(kernels, rng, (n, 4), dtypes[0]), boxes(kernels, rng, (m, 4), dtypes[1]))
+                 for _ in range(3)]
+        if view:  # every other box of the second set
+            pairs = [(a, kernels.put(np.repeat(kernels.get(b), 2, 0))[::2]) for a, b in pairs]
+        got = [cupyprep.box_iou(*pairs[0])]
+        assert len(bx._PLANS) == 1
+        guards = [counting(monkeypatch, _kernels, "get_function"), counting(monkeypatch, _arrays, "prepare")]
+        got += [cupyprep.box_iou(*p) for p in pairs[1:]]
+        assert guards == [[], []], f"{n}x{m}: a later call planned again"
+        monkeypatch.undo()
+        for p, g in zip(pairs, got):
+            assert g.shape == (n, m) and g.dtype == np.float32
+            np.testing.assert_array_equal(kernels.get(g), kernels.get(general(cupyprep.box_iou, *p)))
+        assert not np.array_equal(kernels.get(got[1]), kernels.get(got[2]))
+        # second boxes of another geometry (count, dtype or strides): their own plan
+        other = boxes(kernels, rng, (m + 1, 4), dtypes[1])
+        np.testing.assert_array_equal(kernels.get(cupyprep.box_iou(pairs[0][0], other)),
+                                      kernels.get(general(cupyprep.box_iou, pairs[0][0], other)))
+        assert len(bx._PLANS) == 2
+        _plans.clear_all()
+
+
+def test_box_iou_with_a_planned_geometry_still_checks_the_second_boxes(kernels):
+    rng = np.random.default_rng(6)
+    a, b = boxes(kernels, rng, (4, 4), np.float32), boxes(kernels, rng, (3, 4), np.float32)
+    for _ in range(2):
+        cupyprep.box_iou(a, b)
+    with pytest.raises(ValueError, match="boxes2"):
+        cupyprep.box_iou(a, kernels.put(np.zeros((3, 5), np.float32)))
+    with pytest.raises((TypeError, ValueError), match="boxes2"):
+        cupyprep.box_iou(a, [[0, 0, 1, 1]])
+
+
+@pytest.mark.gpu
+def test_box_iou_plans_for_torch_tensors(torch_cuda, monkeypatch):
+    torch = torch_cuda
+    g = torch.Generator(device="cuda").manual_seed(0)
+
+    def sets(n):
+        xy = torch.rand(n, 2, device="cuda", generator=g) * 100
+        return torch.cat([xy, xy + 1 + torch.rand(n, 2, device="cuda", generator=g) * 50], 1)
+
+    pairs = [(sets(6), sets(4)[1:]) for _ in range(3)]  # second boxes: a view at an offset
+    got = [cupyprep.box_iou(*pairs[0])]
+    calls = counting(monkeypatch, _kernels, "get_function")
+    got += [cupyprep.box_iou(*p) for p in pairs[1:]]
+    assert calls == [] and len(bx._PLANS) == 1
+    tv = pytest.importorskip("torchvision")
+    for (a, b), r in zip(pairs, got):
+        assert isinstance(r, torch.Tensor) and r.is_cuda
+        torch.testing.assert_close(r, tv.ops.box_iou(a, b))
