@@ -3,7 +3,8 @@
 S1 one 1080p frame -> letterbox 640x640 float16; S2 one image's YOLO head (8400 boxes x 80
 classes) -> multiclass_nms; S3 one 512x512 warp_affine; S4 a list of 8 frames of mixed sizes
 -> preprocess (and of 64, the longest list that goes by value); S5 to_torch / from_torch /
-as_array round trip of a CUDA tensor; S6 one resize, S7 one normalize, S8 nms at 1k boxes.
+as_array round trip of a CUDA tensor; S6 one resize, S7 one normalize, S8 nms at 1k boxes;
+S9 every op family once on one 512x512 image (or its boxes), with and without its plan.
 
 Each row gives three figures for the same call in the same run: **eager**, wall-clock per
 call of a loop of calls followed by one synchronization (what a user's loop sees); **device**,
@@ -260,6 +261,53 @@ def run(bench, profile=False):
         cupyprep.to_torch(cupyprep.from_torch(t)), cupyprep.as_array(t)), capture=False)
     rows.add("S5", "cupy.from_dlpack + torch.from_dlpack", lambda i: torch.from_dlpack(cupy.from_dlpack(t)),
              capture=False, baseline=True)
+
+    for name, fn in op_families(torch, gen):
+        rows.add("S9", name, fn)
+        with general_path():
+            rows.add("S9", f"{name}, general path (no plan)", fn)
+
+
+def op_families(torch, gen, device="cuda"):
+    """S9: ``(name, call)`` of each op family on one 512x512 uint8 HWC tensor (a batch of
+    one where the op takes batches), its boxes, or its features, as a service calls it."""
+    import numpy as np
+
+    import cupyprep
+
+    img = torch.randint(0, 256, (512, 512, 3), dtype=torch.uint8, device=device, generator=gen)
+    batch = img[None]
+    chw = cupyprep.normalize(img, cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD, scale=1 / 255)
+    xy = torch.rand(1000, 2, device=device, generator=gen) * 400
+    b1k = torch.cat([xy, xy + 8 + torch.rand(1000, 2, device=device, generator=gen) * 100], 1)
+    b100 = b1k[:100].contiguous()
+    feats = torch.rand(1, 256, 64, 64, device=device, generator=gen)
+    rois = torch.cat([torch.zeros(64, 1, device=device), b1k[:64] / 8], 1)
+    crops = b1k[:8].contiguous()
+    m = np.array([[0.866, -0.5, 162.0], [0.5, 0.866, -93.0]])
+    mean, std = cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD
+    return [
+        ("resize 512 -> 256 linear", lambda i: cupyprep.resize(img, (256, 256))),
+        ("resize 512 -> 224 antialias", lambda i: cupyprep.resize(img, (224, 224), antialias=True)),
+        ("warp_affine 512", lambda i: cupyprep.warp_affine(img, m, (512, 512))),
+        ("normalize -> CHW float32", lambda i: cupyprep.normalize(img, mean, std, scale=1 / 255)),
+        ("denormalize CHW -> uint8", lambda i: cupyprep.denormalize(chw, mean, std, scale=1 / 255)),
+        ("swap_rb", lambda i: cupyprep.swap_rb(img)),
+        ("to_gray", lambda i: cupyprep.to_gray(img)),
+        ("cvt_color bgr2hsv", lambda i: cupyprep.cvt_color(img, "bgr2hsv")),
+        ("flip horizontal", lambda i: cupyprep.flip(img, "horizontal")),
+        ("rotate90", lambda i: cupyprep.rotate90(img, 1)),
+        ("pad 16 reflect101", lambda i: cupyprep.pad(img, 16, border_mode="reflect101")),
+        ("gaussian_blur 5", lambda i: cupyprep.gaussian_blur(img, 5, 1.2)),
+        ("box_filter 3", lambda i: cupyprep.box_filter(img, 3)),
+        ("crop 8 boxes -> 64x64", lambda i: cupyprep.crop(img, crops, (64, 64))),
+        ("color_jitter (batch of 1)", lambda i: cupyprep.color_jitter(batch, 0.4, 0.4, 0.4, 0.1, seed=i)),
+        ("hsv_gain (batch of 1)", lambda i: cupyprep.hsv_gain(batch, seed=i)),
+        ("roi_align 64 rois 7x7", lambda i: cupyprep.roi_align(feats, rois, 7, 1.0)),
+        ("box_convert 1k", lambda i: cupyprep.box_convert(b1k, "xyxy", "cxcywh")),
+        ("clip_boxes 1k", lambda i: cupyprep.clip_boxes(b1k, (512, 512))),
+        ("box_iou 100 x 100", lambda i: cupyprep.box_iou(b100, b100)),
+    ]
 
 
 def table(rows):
