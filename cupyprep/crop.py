@@ -4,13 +4,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _arrays, _kernels, _transfers, _validate, cpu
+from . import _arrays, _kernels, _plans, _transfers, _validate, cpu
 from ._launch import launch_3d, no_ragged
 from ._specs import crop as spec
 
 __all__ = ["CROP_INTERPOLATIONS", "crop"]
 
 CROP_INTERPOLATIONS = tuple(spec.INTERPOLATIONS)
+
+# Launch plans (see _plans) of crops from one image or a batch with float32 boxes of the
+# images' kind, keyed by the images', the boxes' and out's geometry and the options; the
+# boxes go in at every call. (Host boxes, and NumPy boxes with image indexes under the
+# emulator, are checked value by value at every call: no plan.)
+_PLANS = _plans.PlanCache()
+_BOXES_AT, _OUT_AT = 10, 14  # the boxes' and the output's positions in the kernel's arguments
+
+
+def _plan_key(img, boxes, out, size, interpolation):
+    """``(kind, key)`` of a crop that can have a plan, else ``(None, None)``."""
+    kind, key, _ = _PLANS.find(img, out, ("crop", size, interpolation))
+    if key is None:
+        return None, None
+    b = _plans.array_key(boxes)
+    if (b is None or b[0] != kind or len(b[2]) != 2 or b[2][1] not in (4, 5)
+            or str(b[1]) not in ("float32", "torch.float32") or (kind == "numpy" and b[2][1] == 5)):
+        return None, None
+    return kind, (key, b)
 
 
 def crop(img, boxes, size, *, interpolation="linear", out=None):
@@ -57,6 +76,17 @@ def crop(img, boxes, size, *, interpolation="linear", out=None):
     """
     interpolation = _validate.choice("interpolation", interpolation, CROP_INTERPOLATIONS)
     dh, dw = _validate.size_hw("size", size)
+    kind, key = _plan_key(img, boxes, out, size, interpolation)
+    if key is not None:
+        found = _PLANS.get(key)
+        if found is not None:
+            # (under the emulator NumPy boxes are host boxes: copied to float32 rows, as
+            # the general path copies them)
+            table = (np.ascontiguousarray(boxes, np.float32) if kind == "numpy"
+                     else _plans.argument(boxes, kind))
+            native = found.run(img, kind, out, (table,))
+            if native is not None:
+                return native
     if isinstance(img, (list, tuple)):
         call, arrays = _arrays.prepare_list(img, "img")
         dtype = _validate.dtype_in("img[0]", arrays[0], spec.DTYPES)
@@ -107,9 +137,12 @@ def crop(img, boxes, size, *, interpolation="linear", out=None):
             d_n, d_y, d_x = d[:3]
             d_c = d[3] if has_channels else 0
             fn = _kernels.get_function(spec.FILE, spec.SPEC.expr(interpolation, dtype, c))
-            launch_3d(fn, K, dh, dw, sources + (
-                table, i64(b_k), i64(b_c), i32(with_index), dst, i32(dh), i32(dw), i64(d_n),
-                i64(d_y), i64(d_x), i64(d_c), i32(K)))
+            args = sources + (table, i64(b_k), i64(b_c), i32(with_index), dst, i32(dh), i32(dw),
+                              i64(d_n), i64(d_y), i64(d_x), i64(d_c), i32(K))
+            shape = launch_3d(fn, K, dh, dw, args)
+            if shape is not None and key is not None and _plans.unstaged((arrays,), out):
+                _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, _OUT_AT), out_shape, dtype,
+                                                  per_call=(_BOXES_AT,)))
         return native
 
 
