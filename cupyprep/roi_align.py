@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from . import _arrays, _kernels, _validate
+from . import _arrays, _kernels, _plans, _validate
 from ._specs import roi_align as spec
 from .cpu import detection as cpu
 
@@ -14,6 +14,24 @@ __all__ = ["roi_align"]
 
 # the largest sampling_ratio taken: up to its square of samples per output bin
 MAX_SAMPLING_RATIO = 1024
+
+# Launch plans (see _plans) of NCHW calls with (K, 5) float32 rois of the features' kind,
+# keyed by the features' and the rois' geometry and the options; the rois go in at every
+# call (NHWC output is a copy after the launch: no plan)
+_PLANS = _plans.PlanCache()
+_ROIS_AT, _OUT_AT = 9, 21  # the rois' and the output's positions in the kernel's arguments
+
+
+def _plan_key(features, rois, options):
+    """``(kind, key)`` of a call that can have a plan, else ``(None, None)``."""
+    kind, key, _ = _PLANS.find(features, None, options)
+    if key is None:
+        return None, None
+    r = _plans.array_key(rois)
+    if (r is None or r[0] != kind or len(r[2]) != 2 or r[2][1] != 5
+            or str(r[1]) not in ("float32", "torch.float32")):
+        return None, None
+    return kind, (key, r)
 
 
 # --- roi_align -------------------------------------------------------------------------------------
@@ -91,6 +109,12 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
     >>> pooled = cupyprep.roi_align(fmap, rois, 7, 0.25, 2, aligned=True)   # doctest: +SKIP
     """
     layout = _validate.choice("layout", layout, ("NCHW", "NHWC"))
+    options = ("roi_align", output_size, spatial_scale, sampling_ratio, aligned, layout)
+    kind, key = _plan_key(features, rois, options) if layout == "NCHW" else (None, None)
+    if key is not None:
+        found = _PLANS.get(key)
+        if found is not None:
+            return found.run(features, kind, None, (_plans.argument(rois, kind),))
     call = _arrays.prepare(features, "features")
     f = call.array
     if f.ndim != 4:
@@ -147,10 +171,13 @@ def roi_align(features, rois, output_size, spatial_scale=1.0, sampling_ratio=-1,
         narrow = (H - 1) * abs(fs[2]) + (W - 1) * abs(fs[3]) < tuning.narrow_limit
         m_bins = _divide_magic(PH * PW, c_chunk * PH * PW)
         m_pw = _divide_magic(PW, PH * PW)
-        fn(grid, (tuning.block,), (f, i64(fs[0]), i64(fs[1]), i64(fs[2]), i64(fs[3]), i32(N), i32(C), i32(H),
-                                 i32(W), table, i64(rs[0]), i64(rs[1]), np.float32(scale), i32(PH), i32(PW),
-                                 i32(sampling_ratio), i32(K), i32(c_chunk), i32(narrow), np.uint32(m_bins),
-                                 np.uint32(m_pw), out))
+        args = (f, i64(fs[0]), i64(fs[1]), i64(fs[2]), i64(fs[3]), i32(N), i32(C), i32(H), i32(W),
+                table, i64(rs[0]), i64(rs[1]), np.float32(scale), i32(PH), i32(PW), i32(sampling_ratio),
+                i32(K), i32(c_chunk), i32(narrow), np.uint32(m_bins), np.uint32(m_pw), out)
+        fn(grid, (tuning.block,), args)
+        if key is not None:
+            _PLANS.put(key, _plans.LaunchPlan(fn, grid, (tuning.block,), args, (0, _OUT_AT), out.shape,
+                                              dtype, per_call=(_ROIS_AT,)))
         if layout == "NHWC":
             nhwc[...] = out.transpose(0, 2, 3, 1)
         return native
