@@ -82,22 +82,21 @@ def host_profile(fn, eager_ms, calls=CALLS):
 @contextlib.contextmanager
 def general_path():
     """cupyprep's ops without their launch plans (the path of a call with a new geometry),
-    to show what the plans save in the same run: every loaded module's plan cache (its
-    ``_PLANS``) swapped for one that keeps nothing (``maxsize`` 0)."""
+    to show what the plans save in the same run: every plan cache of every loaded module
+    (each ``_plans.PlanCache`` it holds) swapped for one that keeps nothing (``maxsize`` 0)."""
     import sys
 
     from cupyprep import _plans
 
-    modules = [m for name, m in list(sys.modules.items())
-               if name.startswith("cupyprep.") and isinstance(getattr(m, "_PLANS", None), _plans.PlanCache)]
-    kept = [m._PLANS for m in modules]
-    for module in modules:
-        module._PLANS = _plans.PlanCache(maxsize=0)
+    kept = [(m, name, value) for mname, m in list(sys.modules.items()) if mname.startswith("cupyprep.")
+            for name, value in list(vars(m).items()) if isinstance(value, _plans.PlanCache)]
+    for module, name, _ in kept:
+        setattr(module, name, _plans.PlanCache(maxsize=0))
     try:
         yield
     finally:
-        for module, plans in zip(modules, kept):
-            module._PLANS = plans
+        for module, name, value in kept:
+            setattr(module, name, value)
 
 
 class Rows:

@@ -15,6 +15,9 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 # Launch plans (see _plans): a repeated call with the same geometry and options launches the
 # stored plan
 _PLANS = _plans.PlanCache()
+# denormalize's checked arguments worked out for normalize, under the same kind of key (its
+# launch is then normalize's plan)
+_DENORMALIZE = _plans.PlanCache()
 
 
 def _dense(geo, dgeo, channels_last_out):
@@ -173,6 +176,13 @@ def denormalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="C
     >>> x = cupyprep.normalize(bgr, IMAGENET_MEAN, IMAGENET_STD, scale=1 / 255, swap_rb=True)  # doctest: +SKIP
     >>> bgr_again = cupyprep.denormalize(x, IMAGENET_MEAN, IMAGENET_STD, scale=1 / 255, swap_rb=True)  # doctest: +SKIP
     """
+    key = _plans.call_key(img, out, (mean, std, scale, swap_rb, layout, dtype, "denormalize"), 0)
+    found = None if key is None else _DENORMALIZE.get(key[1])
+    if found is not None:  # checked and worked out before: normalize's arguments
+        transpose, batched, args = found
+        view = _channels_last(img, batched) if transpose else img
+        return normalize(view, *args[:2], scale=1.0, swap_rb=args[2], layout=args[3], dtype=args[4],
+                         out=out)
     _validate.choice("layout", layout, _validate.LAYOUTS)
     out_dtype = _validate.out_dtype("dtype", dtype, spec.OUT_DTYPES)
     call = _arrays.prepare(img, "img")
@@ -180,7 +190,7 @@ def denormalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="C
     _validate.dtype_in("img", arr, spec.IN_DTYPES)
     if arr.ndim == 2:
         view = img
-        c = 1
+        c, transpose, batched = 1, False, False
     else:
         batched = layout.startswith("N") or arr.ndim == 4
         if arr.ndim != (4 if batched else 3):
@@ -188,7 +198,8 @@ def denormalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="C
                              f"got {_arrays.describe(arr)}")
         channels_last = layout in ("HWC", "NHWC")
         c = arr.shape[-1] if channels_last else arr.shape[-3]
-        view = img if channels_last else _channels_last(img, batched)
+        transpose = not channels_last
+        view = _channels_last(img, batched) if transpose else img
     if not 1 <= c <= 4:
         raise ValueError(f"img: expected 1 to 4 channels in layout {layout!r}, got {c} "
                          f"({_arrays.describe(arr)})")
@@ -206,8 +217,10 @@ def denormalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="C
     # (y - m) * k with m = -mean / std, k = std / scale; normalize takes k as 1 / its std
     inv_mean = tuple(-m / s for m, s in zip(mean, std))
     inv_std = tuple(scale / s for s in std)
-    return normalize(view, inv_mean, inv_std, scale=1.0, swap_rb=swap_rb,
-                     layout="NHWC" if arr.ndim == 4 else "HWC", dtype=out_dtype.name, out=out)
+    args = (inv_mean, inv_std, swap_rb, "NHWC" if arr.ndim == 4 else "HWC", out_dtype.name)
+    if key is not None and call.device:
+        _DENORMALIZE.put(key[1], (transpose, batched, args))
+    return normalize(view, *args[:2], scale=1.0, swap_rb=args[2], layout=args[3], dtype=args[4], out=out)
 
 
 def _channels_last(img, batched):

@@ -140,6 +140,26 @@ def test_denormalize_replays_normalize_plans(kernels):
         x = cupyprep.normalize(kernels.put(image), **kw)
         np.testing.assert_array_equal(kernels.get(cupyprep.denormalize(x, **kw)), image)
     assert len(nz._PLANS) == 2  # normalize's, and denormalize's (a normalize of the CHW view)
+    assert len(nz._DENORMALIZE) == 1  # denormalize's checked arguments
+
+
+@pytest.mark.parametrize("layout", ["CHW", "NCHW", "HWC"])
+def test_a_repeated_denormalize_skips_its_checks(kernels, monkeypatch, layout):
+    rng = np.random.default_rng(5)
+    batched = layout.startswith("N")
+    images = [random_image(rng, (2, 8, 10, 3) if batched else (8, 10, 3), np.uint8) for _ in range(3)]
+    kw = dict(mean=STATS["mean"], std=STATS["std"], scale=STATS["scale"], swap_rb=True, layout=layout)
+    xs = [cupyprep.normalize(kernels.put(im), **kw) for im in images]
+    got = [cupyprep.denormalize(xs[0], **kw)]
+    guards = [counting(monkeypatch, _validate, name) for name in ("per_channel", "out_dtype")]
+    guards.append(counting(monkeypatch, _arrays, "prepare"))
+    got += [cupyprep.denormalize(x, **kw) for x in xs[1:]]
+    assert guards == [[], [], []], "a repeated denormalize checked its arguments again"
+    monkeypatch.undo()
+    for image, g in zip(images, got):
+        np.testing.assert_array_equal(kernels.get(g), image)
+    with pytest.raises(ValueError, match="std"):  # other arguments: checked
+        cupyprep.denormalize(xs[0], mean=STATS["mean"], std=(0.0, 1.0, 1.0), layout=layout)
 
 
 def test_the_cpu_backend_stores_no_plan():
