@@ -17,8 +17,9 @@ __all__ = ["box_convert", "clip_boxes", "box_iou", "prior_boxes", "decode_boxes"
 BOX_FORMATS = spec.FORMATS
 _i64 = np.int64
 
-# Launch plans (see _plans) of box_convert, clip_boxes and box_iou: one launch each, keyed by
-# the boxes' geometry (both arrays' for box_iou) and the options
+# Launch plans (see _plans) of box_convert, clip_boxes, box_iou, decode_boxes and
+# decode_landmarks: one launch each, keyed by the boxes' geometry (both arrays' for box_iou,
+# the head's and the priors' for the decoders) and the options
 _PLANS = _plans.PlanCache()
 
 
@@ -63,15 +64,44 @@ def box_convert(boxes, in_fmt, out_fmt):
     return native
 
 
-def _launch(key, expr, arr, view, total, args, out):
+def _launch(key, expr, arr, view, total, args, out, per_call=None):
     """Launch ``expr`` over ``total`` boxes (``args``: ``view`` of the boxes first, then
-    ``out`` among them); with a plan ``key``, store the launch as the plan of the next such
-    call where the kernel reads the boxes in place (not a copy of them)."""
+    ``out`` among them, and ``per_call`` (an array the plan takes at every call) where
+    given); with a plan ``key``, store the launch as the plan of the next such call where
+    the kernel reads the boxes in place (not a copy of them)."""
     fn = _boxes_fn(expr)
     shape = launch_1d(fn, total, args)
     if shape is not None and key is not None and _plans.address(view) == _plans.address(arr):
         at = next(i for i, a in enumerate(args) if a is out)
-        _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, at), out.shape, out.dtype))
+        more = () if per_call is None else (next(i for i, a in enumerate(args) if a is per_call),)
+        _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, at), out.shape, out.dtype, per_call=more))
+
+
+def _same_memory(a, b):
+    """Whether the priors the kernel reads (``a``) are the given ones (``b``) in place, not
+    a copy (NumPy under the emulator, CuPy arrays, :class:`TensorView`)."""
+    def pointer(x):
+        if isinstance(x, np.ndarray):
+            return x.__array_interface__["data"][0]
+        ptr = getattr(x, "ptr", None)
+        return x.data.ptr if ptr is None else ptr
+
+    return pointer(a) == pointer(b)
+
+
+def _decoder_plan(head, priors, options):
+    """``(kind, key, plan)`` of a decoder's call: a key where the priors are a contiguous
+    float32 (P, 4) array of the head's kind (the kernel reads them where they are), and
+    the plan stored under it; Nones otherwise."""
+    kind, key, _ = _PLANS.find(head, None, options)
+    if key is None:
+        return None, None, None
+    p = _plans.array_key(priors)
+    if p is None or p[0] != kind or len(p[2]) != 2 or str(p[1]) not in ("float32", "torch.float32") or (
+            p[3] != ((16, 4) if kind != "torch" else (4, 1))):
+        return None, None, None
+    key = (key, p)
+    return kind, key, _PLANS.get(key)
 
 
 def _boxes_fn(expr):
@@ -253,6 +283,9 @@ def decode_boxes(loc, priors, variances=(0.1, 0.2)):
     -------
     >>> boxes = cupyprep.decode_boxes(loc[0], priors) * scale              # doctest: +SKIP
     """
+    kind, key, found = _decoder_plan(loc, priors, ("decode_boxes", variances))
+    if found is not None:
+        return found.run(loc, kind, None, (_plans.argument(priors, kind),))
     call, arr = _head_arg("loc", loc, lambda k: k == 4, "(..., P, 4)")
     v = _variances(variances)
     p = _priors_for(call, priors, arr.shape[-2], "loc")
@@ -263,8 +296,8 @@ def decode_boxes(loc, priors, variances=(0.1, 0.2)):
         native, out = call.output(None, arr.shape, np.float32)
         pri = _device_priors(call, p)
         view, A, P, st = rows_view(arr, "loc")
-        launch_1d(_boxes_fn(spec.SPEC.op_expr("decode_boxes", arr.dtype)), A * P,
-                  (view, _i64(P), *st, pri, np.float32(v[0]), np.float32(v[1]), out, _i64(A * P)))
+        _launch(key if _same_memory(pri, p) else None, spec.SPEC.op_expr("decode_boxes", arr.dtype), arr, view, A * P,
+                (view, _i64(P), *st, pri, np.float32(v[0]), np.float32(v[1]), out, _i64(A * P)), out, pri)
     return native
 
 
@@ -276,6 +309,9 @@ def decode_landmarks(pre, priors, variances=(0.1, 0.2)):
     -------
     >>> pts = cupyprep.decode_landmarks(landms[0], priors)                 # doctest: +SKIP
     """
+    kind, key, found = _decoder_plan(pre, priors, ("decode_landmarks", variances))
+    if found is not None:
+        return found.run(pre, kind, None, (_plans.argument(priors, kind),))
     call, arr = _head_arg("pre", pre, lambda k: k > 0 and k % 2 == 0, "(..., P, 2L)")
     v = _variances(variances)
     p = _priors_for(call, priors, arr.shape[-2], "pre")
@@ -287,8 +323,8 @@ def decode_landmarks(pre, priors, variances=(0.1, 0.2)):
         native, out = call.output(None, arr.shape[:-1] + (K // 2, 2), np.float32)
         pri = _device_priors(call, p)
         view, A, P, st = rows_view(arr, "pre")
-        launch_1d(_boxes_fn(spec.SPEC.op_expr("decode_landmarks", arr.dtype)), A * P * K,
-                  (view, _i64(P), _i64(K), *st, pri, np.float32(v[0]), out, _i64(A * P * K)))
+        _launch(key if _same_memory(pri, p) else None, spec.SPEC.op_expr("decode_landmarks", arr.dtype), arr, view,
+                A * P * K, (view, _i64(P), _i64(K), *st, pri, np.float32(v[0]), out, _i64(A * P * K)), out, pri)
     return native
 
 

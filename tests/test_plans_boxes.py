@@ -144,3 +144,46 @@ def test_box_iou_plans_for_torch_tensors(torch_cuda, monkeypatch):
     for (a, b), r in zip(pairs, got):
         assert isinstance(r, torch.Tensor) and r.is_cuda
         torch.testing.assert_close(r, tv.ops.box_iou(a, b))
+
+
+def priors_for(kernels, rng, p):
+    c = rng.uniform(0.1, 0.9, (p, 2))
+    return kernels.put(np.concatenate([c, rng.uniform(0.05, 0.4, (p, 2))], 1).astype(np.float32))
+
+
+DECODERS = [("decode_boxes", lambda h, p: cupyprep.decode_boxes(h, p, (0.1, 0.2)), 4),
+            ("decode_landmarks", lambda h, p: cupyprep.decode_landmarks(h, p), 10)]
+
+
+@pytest.mark.parametrize("which", range(len(DECODERS)))
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_repeated_decoder_launches_its_plan_with_the_new_priors(kernels, monkeypatch, which, dtype):
+    name, op, k = DECODERS[which]
+    rng = np.random.default_rng([which, dtype == np.float16])
+    for shape in ((7, k), (2, 7, k)):
+        heads = [kernels.put(rng.standard_normal(shape).astype(dtype)) for _ in range(3)]
+        priors = [priors_for(kernels, rng, 7) for _ in range(3)]
+        got = [op(heads[0], priors[0])]
+        assert len(bx._PLANS) == 1, name
+        guards = [counting(monkeypatch, _kernels, "get_function"), counting(monkeypatch, _arrays, "prepare")]
+        got += [op(h, p) for h, p in zip(heads[1:], priors[1:])]
+        assert guards == [[], []], f"{name} {shape}: a later call planned again"
+        monkeypatch.undo()
+        for h, p, g in zip(heads, priors, got):
+            np.testing.assert_array_equal(kernels.get(g), kernels.get(general(op, h, p)), err_msg=f"{name} {shape}")
+        assert not np.array_equal(kernels.get(got[1]), kernels.get(got[2]))
+        _plans.clear_all()
+
+
+def test_decoders_with_copied_priors_take_the_general_path(kernels):
+    rng = np.random.default_rng(9)
+    loc = kernels.put(rng.standard_normal((6, 4)).astype(np.float32))
+    p = kernels.get(priors_for(kernels, rng, 6))
+    for other in (kernels.put(p.astype(np.float16)), kernels.put(np.repeat(p, 2, 0))[::2]):
+        for _ in range(2):
+            got = cupyprep.decode_boxes(loc, other)
+        np.testing.assert_allclose(kernels.get(got), kernels.get(general(cupyprep.decode_boxes, loc, kernels.put(p))),
+                                   rtol=2e-3, atol=1e-3)  # (float16 priors round: about 1e-3 of values near 1)
+    assert len(bx._PLANS) == 0
+    with pytest.raises(ValueError, match="priors"):
+        cupyprep.decode_boxes(loc, kernels.put(p[:5]))
