@@ -283,6 +283,8 @@ def op_families(torch, gen, device="cuda"):
     feats = torch.rand(1, 256, 64, 64, device=device, generator=gen)
     rois = torch.cat([torch.zeros(64, 1, device=device), b1k[:64] / 8], 1)
     crops = b1k[:8].contiguous()
+    loc = torch.randn(16800, 4, device=device, generator=gen) * 0.1
+    priors = torch.rand(16800, 4, device=device, generator=gen) * 0.5 + 0.1
     m = np.array([[0.866, -0.5, 162.0], [0.5, 0.866, -93.0]])
     mean, std = cupyprep.IMAGENET_MEAN, cupyprep.IMAGENET_STD
     return [
@@ -306,6 +308,7 @@ def op_families(torch, gen, device="cuda"):
         ("box_convert 1k", lambda i: cupyprep.box_convert(b1k, "xyxy", "cxcywh")),
         ("clip_boxes 1k", lambda i: cupyprep.clip_boxes(b1k, (512, 512))),
         ("box_iou 100 x 100", lambda i: cupyprep.box_iou(b100, b100)),
+        ("decode_boxes 16.8k priors", lambda i: cupyprep.decode_boxes(loc, priors)),
     ]
 
 
