@@ -323,3 +323,21 @@ def test_map_back_forms_and_detect_on_its_own():
         np.testing.assert_array_equal(res["scores"][i], scores)
         np.testing.assert_array_equal(res["classes"][i], classes)
     assert res["boxes"][6].shape == (0, 4) and res["boxes"][0].shape[0] > 0
+
+
+def test_the_default_decoder_gives_the_stages_library(monkeypatch):
+    """On a GPU actor the default decoder decodes on the device as the stage's library's
+    arrays: CuPy for Preprocess, torch for Detect (whose model takes the batch as it is;
+    test_gpu_actors_equal_the_cpu_run runs it for real)."""
+    seen = []
+    monkeypatch.setattr(cupyprep, "decode", lambda sources, **kw: seen.append(kw) or ["decoded"])
+    pre = cray.Preprocess(SIZE, device="cpu", warm=False)
+    detect = cray.Detect(make_detector, SIZE, device="cpu", warm=False)
+    for stage, library in ((pre, "cupy"), (detect, "torch")):
+        # as on a GPU actor, where Detect's _set_library picks torch (the decoder reads the
+        # stage's device and library at each batch)
+        stage.device, stage.library = 0, library
+        assert stage.decode([b"png"]) == ["decoded"]
+        assert seen.pop() == {"like": library}
+    with pytest.raises(ValueError, match="sources\\[0\\]"):  # the CPU's decoder: cv2
+        cray.decode_images([b"not an image"], device=False, like="torch")

@@ -44,7 +44,6 @@ Example
 from __future__ import annotations
 
 import contextlib
-import functools
 import numbers
 
 import numpy as np
@@ -62,17 +61,18 @@ DEVICES = "'auto', 'cpu', 'cuda', 'cuda:N' or an int"
 
 
 # --- decoding ------------------------------------------------------------------------------------
-def decode_images(sources, *, device=False):
+def decode_images(sources, *, device=False, like=None):
     """Compressed images (bytes) to HWC uint8 BGR images, as ``cv2.imdecode`` reads them.
 
     ``cupyprep.decode`` where the installed cupyprep has it, on the device for a GPU actor
-    (``device=True``: device images, no host round trip); otherwise ``cv2.imdecode`` with
+    (``device=True``: device images of the kind ``like``, ``"cupy"`` or ``"torch"``, on that
+    library's current stream; no host round trip); otherwise ``cv2.imdecode`` with
     ``IMREAD_COLOR``. A source that does not decode is a ``ValueError`` naming its position
     (:class:`Preprocess` names its id).
     """
     decode = getattr(cupyprep, "decode", None)
     if decode is not None and device:
-        return decode(list(sources))
+        return decode(list(sources), like=like)
     import cv2
 
     images = []
@@ -274,8 +274,7 @@ class Preprocess:
         self.output_column = output_column
         self.options = options
         self.device = _device_index(device)
-        self.decode = functools.partial(decode_images, device=self.device is not None) \
-            if decode is None else decode
+        self.decode = self._decode if decode is None else decode
         self.library = "cupy"
         self._uploader = None
         self._stream = None
@@ -292,6 +291,11 @@ class Preprocess:
         import cupy
 
         self._stream = cupy.cuda.Stream(non_blocking=True)
+
+    def _decode(self, sources):
+        """The default decoder: :func:`decode_images`, on the device for a GPU actor, as the
+        stage's library's arrays (torch tensors for :class:`Detect`'s model)."""
+        return decode_images(sources, device=self.device is not None, like=self.library)
 
     # -- the steps, shared with Detect -----------------------------------------------------------
     def warm(self, channels=3, dtype=np.uint8):
@@ -504,8 +508,10 @@ class Detect(Preprocess):
             empty = []
             return rest, empty, empty, empty
         with self._stream_context(), torch.inference_mode():
-            if not isinstance(x, torch.Tensor):
+            if isinstance(x, np.ndarray):
                 x = torch.from_numpy(x)
+            elif not isinstance(x, torch.Tensor):  # a decoder's CuPy images gave CuPy
+                x = cupyprep.to_torch(x)
             head = self.model(x)
             if self.head == "yolov8":
                 head = head.transpose(1, 2)
