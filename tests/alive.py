@@ -41,21 +41,52 @@ def _describe(r):
     return f"{type(r).__module__}.{type(r).__qualname__}"
 
 
-def _chain(o, depth, seen):
+def _referrers(o, ignore):
+    """``o``'s referrers, less this module's own frames and lists (``ignore``: ids of
+    objects this report made, the lists ``gc.get_referrers`` returned among them)."""
+    found = gc.get_referrers(o)
+    ignore.add(id(found))
+    return [r for r in found if id(r) not in ignore and type(r).__name__ not in ("list_iterator", "dict_valueiterator") and not (
+        isinstance(r, types.FrameType) and r.f_code.co_filename == __file__)]
+
+
+def _chain(o, depth, ignore, seen=None):
     """Referrer chains up to ``depth`` levels, a few referrers per level."""
+    seen = set() if seen is None else seen
     lines = []
     if depth == 0:
         return lines
-    for r in gc.get_referrers(o):
-        if id(r) in seen or r is seen or (
-                isinstance(r, types.FrameType) and r.f_code.co_filename == __file__):
+    for r in _referrers(o, ignore)[:6]:
+        if id(r) in seen:
             continue
-        if len(lines) >= 8:
-            break
         seen.add(id(r))
         lines.append(_describe(r))
-        lines += ["  " + x for x in _chain(r, depth - 1, seen)]
+        lines += ["  " + x for x in _chain(r, depth - 1, ignore, seen)]
     return lines
+
+
+def _frame_holders(o, ignore):
+    """What keeps the frames that refer to ``o`` alive: every frame reachable from them
+    through the frames that refer to each (a called frame refers to its caller), then the
+    referrers of those frames that are not frames (a traceback, a generator, a cache)."""
+    frames = [r for r in _referrers(o, ignore) if isinstance(r, types.FrameType)]
+    reached = {id(f): f for f in frames}
+    ignore.add(id(reached))
+    ignore.add(id(frames))
+    while frames:
+        f = frames.pop()
+        for r in _referrers(f, ignore):
+            if isinstance(r, types.FrameType) and id(r) not in reached:
+                reached[id(r)] = r
+                frames.append(r)
+    holders = []
+    ignore.add(id(holders))
+    for f in list(reached.values()):
+        for r in _referrers(f, ignore):
+            if not isinstance(r, types.FrameType):
+                holders.append(f"{_describe(r)} holds {_describe(f)}")
+                holders += ["    " + x for x in _chain(r, 3, ignore)]
+    return holders
 
 
 def report_alive(directory, session):
@@ -70,5 +101,6 @@ def report_alive(directory, session):
         f.write(f"{len(found)} device arrays alive, {sum(n for _, n, _ in found)} bytes\n")
         for o, nbytes, what in found[:25]:
             f.write(f"\n{nbytes} bytes: {what}\n")
-            skip = {id(found)} | {id(x) for x in found}
-            f.writelines("    " + line + "\n" for line in _chain(o, 4, skip))
+            ignore = {id(found)} | {id(x) for x in found}
+            f.writelines("    " + line + "\n" for line in _chain(o, 3, ignore))
+            f.writelines("  frames held by: " + line + "\n" for line in _frame_holders(o, ignore)[:12])
