@@ -283,6 +283,7 @@ def op_families(torch, gen, device="cuda"):
     feats = torch.rand(1, 256, 64, 64, device=device, generator=gen)
     rois = torch.cat([torch.zeros(64, 1, device=device), b1k[:64] / 8], 1)
     crops = b1k[:8].contiguous()
+    draws = torch.Generator(device=device).manual_seed(1)  # the augmentations' (a training loop's)
     loc = torch.randn(16800, 4, device=device, generator=gen) * 0.1
     priors = torch.rand(16800, 4, device=device, generator=gen) * 0.5 + 0.1
     m = np.array([[0.866, -0.5, 162.0], [0.5, 0.866, -93.0]])
@@ -302,8 +303,8 @@ def op_families(torch, gen, device="cuda"):
         ("gaussian_blur 5", lambda i: cupyprep.gaussian_blur(img, 5, 1.2)),
         ("box_filter 3", lambda i: cupyprep.box_filter(img, 3)),
         ("crop 8 boxes -> 64x64", lambda i: cupyprep.crop(img, crops, (64, 64))),
-        ("color_jitter (batch of 1)", lambda i: cupyprep.color_jitter(batch, 0.4, 0.4, 0.4, 0.1, seed=i)),
-        ("hsv_gain (batch of 1)", lambda i: cupyprep.hsv_gain(batch, seed=i)),
+        ("color_jitter (batch of 1)", lambda i: cupyprep.color_jitter(batch, 0.4, 0.4, 0.4, 0.1, generator=draws)),
+        ("hsv_gain (batch of 1)", lambda i: cupyprep.hsv_gain(batch, generator=draws)),
         ("roi_align 64 rois 7x7", lambda i: cupyprep.roi_align(feats, rois, 7, 1.0)),
         ("box_convert 1k", lambda i: cupyprep.box_convert(b1k, "xyxy", "cxcywh")),
         ("clip_boxes 1k", lambda i: cupyprep.clip_boxes(b1k, (512, 512))),
