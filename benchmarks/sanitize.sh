@@ -9,7 +9,8 @@
 #   after the test running when that many seconds are spent (benchmarks/_pytest_budget.py), so
 #   the tool still prints its summary; K="gpu": the pytest -m expression.
 # CuPy's pool is off (CUPYPREP_TEST_NO_POOL=1, honoured by tests/conftest.py) so the leak
-# check sees every block; torch's caching allocator is off too (PYTORCH_NO_CUDA_MEMORY_CACHING).
+# check sees every block; torch's caching allocator is off too (PYTORCH_NO_CUDA_MEMORY_CACHING);
+# $OUT_DIR/alive gets each run's report of the device arrays alive at its end.
 set -u
 OUT_DIR=${OUT_DIR:-sanitizer-logs}
 SAN=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || true)}
@@ -30,6 +31,9 @@ done
 mkdir -p "$OUT_DIR"
 export CUPYPREP_TEST_NO_POOL=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=${PYTHONPATH:-.}
 export PYTEST_BUDGET_S=${BUDGET_S:-0}
+# each run also writes, at its end, the device arrays still alive and what holds them
+# (tests/alive.py): what a leak report at exit points to
+export CUPYPREP_TEST_ALIVE_DIR=${CUPYPREP_TEST_ALIVE_DIR:-$OUT_DIR/alive}
 one() {  # tool file
   local tool=$1 f=$2 extra=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
