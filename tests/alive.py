@@ -97,7 +97,7 @@ def report_alive(directory, session):
     os.makedirs(directory, exist_ok=True)
     name = os.environ.get("PYTEST_XDIST_WORKER", "main")
     files = "-".join(os.path.basename(str(a)).replace(".py", "") for a in session.config.args)[:60]
-    with open(os.path.join(directory, f"alive-{files}-{name}.txt"), "w") as f:
+    with open(os.path.join(directory, f"alive-{files}-{name}-{os.getpid()}.txt"), "w") as f:
         f.write(f"{len(found)} device arrays alive, {sum(n for _, n, _ in found)} bytes\n")
         for o, nbytes, what in found[:25]:
             f.write(f"\n{nbytes} bytes: {what}\n")
