@@ -10,9 +10,10 @@ import importlib
 import numpy as np
 import pytest
 from conftest import counting, random_image
+from plan_checks import check_replays, without_plans
 
 import cupyprep
-from cupyprep import _arrays, _kernels, _plans, _transfers, _validate
+from cupyprep import _transfers
 
 filter_ = importlib.import_module("cupyprep.filter")
 
@@ -22,38 +23,13 @@ CALLS = {
     "box 3 sum": lambda x, **kw: cupyprep.box_filter(x, 3, normalize=False, **kw),
     "box (5, 2) anchor": lambda x, **kw: cupyprep.box_filter(x, (5, 2), anchor=(1, 0), border="reflect", **kw),
 }
-SHAPES = [((9, 13, 3), "HWC"), ((2, 7, 11, 4), "NHWC"), ((3, 6, 10), "CHW"), ((5, 8), "HWC")]
-
-
 def general(op, image, **kw):
-    kept, filter_._PLANS = filter_._PLANS, _plans.PlanCache(maxsize=0)
-    try:
-        return op(image, **kw)
-    finally:
-        filter_._PLANS = kept
+    return without_plans(filter_, op, image, **kw)
 
 
 @pytest.mark.parametrize("name", list(CALLS))
 def test_a_repeated_filter_launches_its_plan(kernels, monkeypatch, name):
-    op = CALLS[name]
-    rng = np.random.default_rng(len(name))
-    for dtype in (np.uint8, np.uint16, np.float32):
-        for (shape, layout), view in [(s, False) for s in SHAPES] + [(SHAPES[0], True)]:
-            images = [kernels.put(random_image(rng, shape[:-1] + (shape[-1] * 2,), dtype)
-                                  if view else random_image(rng, shape, dtype)) for _ in range(2)]
-            if view:
-                images = [x[..., ::2] for x in images]
-            first = op(images[0], layout=layout)
-            assert len(filter_._PLANS) == 1, f"{dtype} {shape} {layout}: no plan stored"
-            guards = [counting(monkeypatch, owner, name) for owner, name in (
-                (_kernels, "get_function"), (_arrays, "prepare"), (_validate, "image_layout"))]
-            second = op(images[1], layout=layout)
-            assert guards == [[], [], []], f"{dtype} {shape} {layout}: the second call planned again"
-            monkeypatch.undo()
-            for image, got in zip(images, (first, second)):
-                np.testing.assert_array_equal(kernels.get(got), kernels.get(general(op, image, layout=layout)),
-                                              err_msg=f"{name} {dtype} {shape} {layout} view={view}")
-            _plans.clear_all()
+    check_replays(kernels, monkeypatch, filter_, CALLS[name], (np.uint8, np.uint16, np.float32), len(name), name)
 
 
 def test_the_weights_are_fetched_at_every_call(kernels, monkeypatch):

@@ -10,9 +10,10 @@ import importlib
 import numpy as np
 import pytest
 from conftest import counting, random_image
+from plan_checks import check_replays, without_plans
 
 import cupyprep
-from cupyprep import _arrays, _kernels, _plans, _validate
+from cupyprep import _kernels, _plans
 
 flip_pad = importlib.import_module("cupyprep.flip_pad")
 
@@ -29,38 +30,13 @@ CALLS = {
     "pad reflect101": lambda x, **kw: cupyprep.pad(x, 2, border_mode="reflect101", **kw),
     "copy_make_border wrap": lambda x, **kw: cupyprep.copy_make_border(x, 0, 3, 2, 1, "wrap", **kw),
 }
-SHAPES = [((9, 13, 3), "HWC"), ((2, 7, 11, 4), "NHWC"), ((3, 6, 10), "CHW"), ((5, 8), "HWC")]
-
-
 def general(op, image, **kw):
-    kept, flip_pad._PLANS = flip_pad._PLANS, _plans.PlanCache(maxsize=0)
-    try:
-        return op(image, **kw)
-    finally:
-        flip_pad._PLANS = kept
+    return without_plans(flip_pad, op, image, **kw)
 
 
 @pytest.mark.parametrize("name", list(CALLS))
 def test_a_repeated_copy_launches_its_plan(kernels, monkeypatch, name):
-    op = CALLS[name]
-    rng = np.random.default_rng(len(name))
-    for dtype in (np.uint8, np.float16, np.float32):
-        for (shape, layout), view in [(s, False) for s in SHAPES] + [(SHAPES[0], True)]:
-            images = [kernels.put(random_image(rng, shape[:-1] + (shape[-1] * 2,), dtype)
-                                  if view else random_image(rng, shape, dtype)) for _ in range(2)]
-            if view:  # every other channel... of a wider last axis: a strided view
-                images = [x[..., ::2] for x in images]
-            first = op(images[0], layout=layout)
-            assert len(flip_pad._PLANS) == 1, f"{dtype} {shape} {layout}: no plan stored"
-            guards = [counting(monkeypatch, owner, name) for owner, name in (
-                (_kernels, "get_function"), (_arrays, "prepare"), (_validate, "image_layout"))]
-            second = op(images[1], layout=layout)
-            assert guards == [[], [], []], f"{dtype} {shape} {layout}: the second call planned again"
-            monkeypatch.undo()
-            for image, got in zip(images, (first, second)):
-                np.testing.assert_array_equal(kernels.get(got), kernels.get(general(op, image, layout=layout)),
-                                              err_msg=f"{name} {dtype} {shape} {layout} view={view}")
-            _plans.clear_all()
+    check_replays(kernels, monkeypatch, flip_pad, CALLS[name], (np.uint8, np.float16, np.float32), len(name), name)
 
 
 def test_out_is_written_and_an_overlapping_out_is_staged(kernels):
