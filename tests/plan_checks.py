@@ -12,11 +12,11 @@ from cupyprep import _arrays, _kernels, _plans, _validate
 SHAPES = [((9, 13, 3), "HWC"), ((2, 7, 11, 4), "NHWC"), ((3, 6, 10), "CHW"), ((5, 8), "HWC")]
 
 
-def without_plans(module, op, image, **kw):
-    """``op(image, **kw)`` with ``module``'s plans off (the general path)."""
+def without_plans(module, op, *args, **kw):
+    """``op(*args, **kw)`` with ``module``'s plans off (the general path)."""
     kept, module._PLANS = module._PLANS, _plans.PlanCache(maxsize=0)
     try:
-        return op(image, **kw)
+        return op(*args, **kw)
     finally:
         module._PLANS = kept
 

@@ -10,6 +10,7 @@ import importlib
 import numpy as np
 import pytest
 from conftest import counting, random_image
+from plan_checks import without_plans
 
 import cupyprep
 from cupyprep import _arrays, _kernels, _plans
@@ -18,11 +19,7 @@ crop_ = importlib.import_module("cupyprep.crop")
 
 
 def general(*args, **kw):
-    kept, crop_._PLANS = crop_._PLANS, _plans.PlanCache(maxsize=0)
-    try:
-        return cupyprep.crop(*args, **kw)
-    finally:
-        crop_._PLANS = kept
+    return without_plans(crop_, cupyprep.crop, *args, **kw)
 
 
 def boxes(rng, k, h, w, index=None):

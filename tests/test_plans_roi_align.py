@@ -9,6 +9,7 @@ import importlib
 import numpy as np
 import pytest
 from conftest import counting
+from plan_checks import without_plans
 
 import cupyprep
 from cupyprep import _arrays, _kernels, _plans
@@ -17,11 +18,7 @@ ra = importlib.import_module("cupyprep.roi_align")
 
 
 def general(*args, **kw):
-    kept, ra._PLANS = ra._PLANS, _plans.PlanCache(maxsize=0)
-    try:
-        return cupyprep.roi_align(*args, **kw)
-    finally:
-        ra._PLANS = kept
+    return without_plans(ra, cupyprep.roi_align, *args, **kw)
 
 
 def rois(rng, k, n, size):
