@@ -170,9 +170,10 @@ class LaunchPlan:
     later call's). ``per_call``: the positions of arguments the op works out at every call
     (a warp's matrix) and hands to :meth:`run`. ``constants``: ``(position, key, make,
     what, hint)`` of each kept table the launch reads (:func:`_transfers.device_constant`'s
-    arguments): fetched again inside every run's launch context, as the general path does,
-    so a stream that did not upload it waits for the upload and a capture marks it as
-    read by a graph (and a table dropped since is uploaded again)."""
+    arguments; a tuple of positions for a table of several arrays): fetched again inside
+    every run's launch context, as the general path does, so a stream that did not upload
+    it waits for the upload and a capture marks it as read by a graph (and a table dropped
+    since is uploaded again)."""
 
     __slots__ = ("args", "block", "constants", "extents", "extra", "fn", "grid", "out_dtype",
                  "out_shape", "out_torch_dtype", "per_call", "ragged", "slots")
@@ -183,7 +184,7 @@ class LaunchPlan:
         # their slots are filled at every run, and so are an emulator's records
         # (the list's records are kept apart: every run writes its pointers into a copy)
         args = list(args)
-        for i in (*slots, *per_call, *(c[0] for c in constants)):
+        for i in (*slots, *per_call, *(i for c in constants for i in _positions(c[0]))):
             if i is not None:
                 args[i] = None
         if ragged is not None:
@@ -227,8 +228,14 @@ class LaunchPlan:
                 return None
         call = Prepared(view, kind, True, first) if torch else Prepared(first, kind, True)
         with call.launch():
-            for i, key, make, what, hint in self.constants:
-                args[i] = _transfers.device_constant(call.xp, key, make, what, hint)
+            for at, key, make, what, hint in self.constants:
+                table = _transfers.device_constant(call.xp, key, make, what, hint)
+                if type(at) is tuple:
+                    for i, a in zip(at, table):
+                        if i is not None:
+                            args[i] = a
+                else:
+                    args[at] = table
             if self.ragged is not None:
                 slot, stored, sizes, strides = self.ragged
                 args[slot] = _records(stored, x, pointers, sizes, strides)
@@ -270,6 +277,12 @@ class LaunchPlan:
             if p + a < hi and lo < p + b:
                 return True
         return False
+
+
+def _positions(at):
+    """A constant's argument positions (one, or a tuple of them, None for a part the
+    launch does not take)."""
+    return at if type(at) is tuple else (at,)
 
 
 def _records(stored, arrays, pointers, sizes, strides):

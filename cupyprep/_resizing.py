@@ -148,7 +148,19 @@ def resize_images(img, size, interpolation, layout, out, inv_scale=None):
 
 def resize_antialias(img, size, interpolation, layout, out):
     """:func:`cupyprep.resize` with ``antialias=True``: torchvision's antialiased resize
-    (cupyprep/cpu/antialias.py), one launch of resize_aa.cu per axis whose size changes."""
+    (cupyprep/cpu/antialias.py), one launch of resize_aa.cu per axis whose size changes.
+
+    A repeated call launches the plans of the first (one per pass, stored together: the
+    first pass's plan allocates the intermediate array as its output, the second reads
+    it; each fetches its axis's tables again)."""
+    kind, key, passes = _PLANS.find(img, out, ("antialias", size, interpolation, layout))
+    if passes is not None:
+        if len(passes) == 1:
+            native = passes[0].run(img, kind, out)
+        else:
+            native = passes[1].run(passes[0].run(img, kind), kind, out)
+        if native is not None:
+            return native
     call = _arrays.prepare(img, "img")
     if not isinstance(interpolation, str) or interpolation not in aa_spec.INTERPOLATIONS:
         raise ValueError(f"interpolation: antialias=True takes one of {list(aa_spec.INTERPOLATIONS)} "
@@ -175,6 +187,7 @@ def resize_antialias(img, size, interpolation, layout, out):
         src, src_st = arr, (s_n, s_c if groups > 1 else 0, s_y, s_x, s_c)
         h, w = geo.h, geo.w
         fixed = dtype == np.uint8
+        planned = []
         for k, axis in enumerate(passes):
             first, last = k == 0, k == len(passes) - 1
             t_in, t_out = aa_spec.pass_types(dtype, first, last)
@@ -186,16 +199,25 @@ def resize_antialias(img, size, interpolation, layout, out):
             else:  # (plane, y, x, channel), contiguous
                 target = call.xp.empty((planes, h, w, cn), t_out)
                 dst_st = (groups * h * w * cn, h * w * cn, w * cn, cn, 1)
-            start, count, weights = _transfers.device_constant(
-                call.xp, ("resize_aa", interpolation, fixed, n, d),
-                lambda n=n, d=d: cpu_antialias.axis_table(n, d, interpolation, fixed)[:3],
-                "the antialiased resize's tables", "make one call of the same sizes before the "
-                "capture (its tables then stay on the device)")
+            table = (("resize_aa", interpolation, fixed, n, d),
+                     lambda n=n, d=d: cpu_antialias.axis_table(n, d, interpolation, fixed)[:3],
+                     "the antialiased resize's tables", "make one call of the same sizes before "
+                     "the capture (its tables then stay on the device)")
+            start, count, weights = _transfers.device_constant(call.xp, *table)
             precision = cpu_antialias.axis_table(n, d, interpolation, fixed)[3]
             fn = _kernels.get_function(aa_spec.FILE, aa_spec.SPEC.expr(t_in, t_out, cn, axis == "x"))
-            launch_3d(fn, planes, h, w, (
-                src, target, i32(groups), i32(h), i32(w), *(i64(v) for v in src_st),
-                *(i64(v) for v in dst_st), start, count, weights if fixed else None,
-                None if fixed else weights, i32(weights.shape[1]), i32(precision), i32(planes)))
+            args = (src, target, i32(groups), i32(h), i32(w), *(i64(v) for v in src_st),
+                    *(i64(v) for v in dst_st), start, count, weights if fixed else None,
+                    None if fixed else weights, i32(weights.shape[1]), i32(precision), i32(planes))
+            shape = launch_3d(fn, planes, h, w, args)
+            if shape is not None:  # (start, count, weights: the tables' arguments, _AA_TABLES)
+                at = (_AA_TABLES, _AA_TABLES + 1, _AA_TABLES + (2 if fixed else 3))
+                planned.append(_plans.LaunchPlan(fn, *shape, args, (0, 1), target.shape, target.dtype,
+                                                 constants=((at, *table),)))
             src, src_st = target, dst_st
+        if key is not None and len(planned) == len(passes) and _plans.unstaged((arr,), out):
+            _PLANS.put(key, tuple(planned))
     return native
+
+
+_AA_TABLES = 15  # the first of the tables' arguments of a resize_aa.cu launch

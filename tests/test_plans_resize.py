@@ -1,7 +1,7 @@
 """Launch plans of resize (cupyprep._plans, as test_plans.py for preprocess): a repeated call
 with the same geometry and options launches the stored plan, with the general path's bits,
 and without validation, kernel lookup or table fetch again; any other call takes the
-general path."""
+general path. antialias=True keeps the plans of its passes (one or two) together."""
 from __future__ import annotations
 
 import importlib
@@ -149,12 +149,61 @@ def test_cv2compat_factors_are_part_of_the_key(kernels):
     np.testing.assert_array_equal(results[1][2], general)
 
 
-def test_antialias_stores_no_plan(kernels):
+# antialias=True: (source, destination) of both passes, of x only and of y only
+AA_SIZES = {"both": ((13, 17), (9, 11)), "x": ((13, 17), (13, 8)), "y": ((13, 17), (20, 17))}
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float16])
+@pytest.mark.parametrize("interpolation", ["linear", "cubic"])
+@pytest.mark.parametrize("passes", list(AA_SIZES))
+def test_a_repeated_antialiased_resize_launches_its_plans(kernels, monkeypatch, passes, interpolation, dtype,
+                                                          form):
+    rng = np.random.default_rng(1)
+    src, dst = AA_SIZES[passes]
+    kw = dict(interpolation=interpolation, antialias=True)
+    first, layout = make(kernels, rng, form, src, dtype)
+    second, _ = make(kernels, rng, form, src, dtype)
+    a = cupyprep.resize(first, dst, layout=layout, **kw)
+    assert len(rz._PLANS) == 1
+    guards = [counting(monkeypatch, owner, name) for owner, name in (
+        (_kernels, "get_function"), (_validate, "image_layout"), (_arrays, "prepare"), (_transfers, "upload"))]
+    tables = counting(monkeypatch, _transfers, "device_constant")
+    b = cupyprep.resize(second, dst, layout=layout, **kw)
+    assert guards == [[], [], [], []], "the second call planned again"
+    assert len(tables) == (2 if passes == "both" else 1)  # each pass fetches its axis's tables
+    monkeypatch.undo()
+    assert type(b) is type(second) and b.dtype == second.dtype and b.shape == a.shape
+    for image, got in ((first, a), (second, b)):  # the general path, on the same images
+        _plans.clear_all()
+        ref = cupyprep.resize(image, dst, layout=layout, **kw)
+        np.testing.assert_array_equal(kernels.get(got), kernels.get(ref), err_msg=f"{passes} {form}")
+    assert not np.array_equal(kernels.get(a), kernels.get(b))  # the replay read its own input
+
+
+def test_antialiased_resize_into_out_and_in_place(kernels):
     rng = np.random.default_rng(4)
-    image = kernels.put(random_image(rng, (13, 17, 3), np.uint8))
-    for _ in range(2):
-        cupyprep.resize(image, (9, 11), antialias=True)
-    assert len(rz._PLANS) == 0
+    images = [kernels.put(random_image(rng, (13, 17, 3), np.uint8)) for _ in range(3)]
+    want = [kernels.get(cupyprep.resize(x, (9, 11), antialias=True)) for x in images]
+    _plans.clear_all()
+    out = kernels.poisoned((9, 11, 3), np.uint8)
+    for x, w in zip(images, want):
+        assert cupyprep.resize(x, (9, 11), antialias=True, out=out) is out
+        np.testing.assert_array_equal(kernels.get(out), w)
+    assert len(rz._PLANS) == 1
+    # one pass into the image's own memory (the same geometry, so the same key): staged
+    x = kernels.put(random_image(rng, (13, 17, 3), np.uint8))
+    want_y = kernels.get(cupyprep.resize(x, (13, 17), antialias=True))  # no axis changes: a copy
+    np.testing.assert_array_equal(want_y, kernels.get(x))
+    wide = kernels.put(random_image(rng, (13, 17, 3), np.uint8))
+    ref = kernels.get(cupyprep.resize(wide, (13, 8), antialias=True))
+    other = kernels.poisoned((13, 17, 3), np.uint8)
+    cupyprep.resize(wide, (13, 8), antialias=True, out=other[:, :8])  # a one-pass plan for such an out
+    np.testing.assert_array_equal(kernels.get(other[:, :8]), ref)
+    assert len(rz._PLANS) == 3
+    view = wide[:, :8]  # an out of that geometry inside the image: the replay stages it
+    cupyprep.resize(wide, (13, 8), antialias=True, out=view)
+    np.testing.assert_array_equal(kernels.get(view), ref)
 
 
 def test_the_cpu_backend_stores_no_plan():
@@ -193,3 +242,18 @@ def test_torch_replays_make_no_cupy_view_and_capture(torch_cuda, monkeypatch):
         torch.cuda.synchronize()
         _plans.clear_all()
         assert torch.equal(captured, cupyprep.resize(x, size, interpolation=interpolation))
+
+
+@pytest.mark.gpu
+def test_torch_antialiased_replays_equal_the_general_path(torch_cuda, monkeypatch):
+    torch = torch_cuda
+    frames = [torch.randint(0, 256, (2, 40, 52, 3), dtype=torch.uint8, device="cuda") for _ in range(3)]
+    got = [cupyprep.resize(f, (17, 23), antialias=True, layout="NHWC") for f in frames[:1]]
+    lookups = counting(monkeypatch, _kernels, "get_function")
+    got += [cupyprep.resize(f, (17, 23), antialias=True, layout="NHWC") for f in frames[1:]]
+    assert lookups == [] and len(rz._PLANS) == 1
+    monkeypatch.undo()
+    for f, g in zip(frames, got):
+        _plans.clear_all()
+        assert isinstance(g, torch.Tensor) and g.is_cuda
+        assert torch.equal(g, cupyprep.resize(f, (17, 23), antialias=True, layout="NHWC"))
