@@ -138,7 +138,7 @@ def device_constant(xp, key, make, what, hint):
     global _constants_limit
     if xp is np:
         return make()
-    import cupy
+    cupy = xp  # (the module: an import statement at every call cost as much as the rest)
 
     full_key = (cupy.cuda.runtime.getDevice(),) + key
     stream = cupy.cuda.get_current_stream()
