@@ -89,18 +89,16 @@ def hsv_gain(batch, hgain=0.015, sgain=0.7, vgain=0.4, *, order="bgr", seed=None
     n = arr.shape[0]
     with call.launch():
         u = uniforms(call, (n, 3), generator, seed)
-        gains = u * 2.0 - 1.0
-        for c, k in enumerate(terms):
-            gains[:, c] = gains[:, c] * k + 1.0
         if not call.device:
+            gains = cpu.hsv_gains(u, terms)
             return call.result(cpu.hsv_gain(arr, gains, order), out), call.back(gains)
-        xp = call.xp
-        gains = xp.ascontiguousarray(gains)
+        g_native, gains = call.output(None, (n, 3), np.float64)
         with call.writing(out, arr.shape, np.uint8, [arr]) as (native, dst):
             if n:
+                xp, f64 = call.xp, np.float64
                 luts = xp.empty((n, 3, 256), np.uint8)
                 launch_1d(_kernels.get_function(spec.FILE, spec.HSV_GAIN_LUTS_KERNEL), n * 768,
-                          (gains, np.int32(n), luts))
+                          (u, np.int32(n), *[f64(t) for t in terms], gains, luts))
                 geo = _validate.image_layout("batch", arr, "NHWC")
                 dgeo = _validate.image_layout("out", dst, "NHWC")
                 expr = spec.SPEC.hsv_gain_expr(0 if order == "bgr" else 2)
@@ -110,7 +108,7 @@ def hsv_gain(batch, hgain=0.015, sgain=0.7, vgain=0.4, *, order="bgr", seed=None
                     arr, dst, np.int32(geo.h), np.int32(geo.w), *[i64(s) for s in _nyxc(geo)],
                     *[i64(s) for s in _nyxc(dgeo)], luts,
                     np.int32(color_spec.SPEC.hsv_vector_block), i64(total)))
-        return native, call.back(gains)
+        return native, g_native
 
 
 def _nyxc(geo):
@@ -164,65 +162,60 @@ def color_jitter(batch, brightness=0.0, contrast=0.0, saturation=0.0, hue=0.0, *
     order = _validate.choice("order", order, color_spec.ORDERS)
     ranges = [_factor_range("brightness", brightness), _factor_range("contrast", contrast),
               _factor_range("saturation", saturation), _hue_range(hue)]
-    neutral = (1.0, 1.0, 1.0, 0.0)
     enabled = sum(1 << k for k, r in enumerate(ranges) if r is not None)
     check_seed(seed)
     n = arr.shape[0]
     if n >= 65536:
         raise ValueError(f"batch: expected fewer than 65536 images, got {_arrays.describe(arr)}")
+    lows, spans = _lows_spans(ranges)
     with call.launch():
-        xp = call.xp
         u = uniforms(call, (n, 8), generator, seed)
-        factors = u[:, :4] * 1.0  # a new array
-        for k, r in enumerate(ranges):
-            if r is None:
-                factors[:, k] = neutral[k]
-            else:
-                factors[:, k] = factors[:, k] * (r[1] - r[0]) + r[0]
-        ops = _order(xp, u[:, 4:])
-        params = JitterParams(call.back(factors), call.back(ops.astype(np.int64)))
         if not call.device:
+            factors, ops = cpu.jitter_params(u, lows, spans)
+            params = JitterParams(call.back(factors), call.back(ops))
             res = cpu.color_jitter(arr, factors, ops, enabled, order, layout == "NHWC")
             return call.result(res, out), params
+        f_native, factors = call.output(None, (n, 4), np.float64)
+        o_native, ops = call.output(None, (n, 4), np.int64)
+        sums = call.xp.empty((n,), np.float64)
+        f64 = np.float64
+        launch_1d(_kernels.get_function(spec.FILE, spec.JITTER_PARAMS_KERNEL), n, (
+            u, np.int32(n), *[f64(v) for v in lows], *[f64(v) for v in spans], factors, ops, sums))
         with call.writing(out, arr.shape, dtype, [arr]) as (native, dst):
             if n:
-                _jitter_on_device(xp, arr, dst, dtype, layout, order, factors, ops, enabled)
-        return native, params
+                _jitter_on_device(arr, dst, dtype, layout, order, factors, ops, sums, enabled)
+        return native, JitterParams(f_native, o_native)
 
 
-def _order(xp, keys):
-    """(n, 4) int32: each row the operations' indices sorted by their keys (ties by index),
-    from elementwise work only (no sort: a CUDA graph captures it)."""
-    j = xp.arange(4)
-    less = keys[:, None, :] < keys[:, :, None]  # [i, j, k]: key k below key j
-    tie = (keys[:, None, :] == keys[:, :, None]) & (j[None, :] < j[:, None])[None]
-    rank = (less | tie).sum(axis=-1)  # each operation's position
-    return ((rank[:, None, :] == j[None, :, None]) * j[None, None, :]).sum(axis=-1).astype(np.int32)
+_NEUTRAL = (1.0, 1.0, 1.0, 0.0)  # the factors of operations that are off
 
 
-def _jitter_on_device(xp, arr, dst, dtype, layout, order, factors, ops, enabled):
+def _lows_spans(ranges):
+    """Each operation's factor ``u * span + low`` from a uniform u: (low, high - low), or
+    (neutral, 0) for one that is off."""
+    lows = tuple(_NEUTRAL[k] if r is None else r[0] for k, r in enumerate(ranges))
+    spans = tuple(0.0 if r is None else r[1] - r[0] for r in ranges)
+    return lows, spans
+
+
+def _jitter_on_device(arr, dst, dtype, layout, order, factors, ops, sums, enabled):
+    """Contrast's grayscale sums (where contrast is on), then every pixel's four operations."""
     geo = _validate.image_layout("batch", arr, layout)
     dgeo = _validate.image_layout("out", dst, layout)
     tuning = spec.SPEC
     bidx = 0 if order == "bgr" else 2
     i32, i64 = np.int32, np.int64
     n, h, w = geo.n, geo.h, geo.w
-    factors = xp.ascontiguousarray(factors, dtype=np.float64)
-    ops = xp.ascontiguousarray(ops)
-    sums = xp.zeros((n,), np.float64)
-    stage_fn = _kernels.get_function(spec.FILE, tuning.stage_expr(dtype, bidx))
-    sums_fn = _kernels.get_function(spec.FILE, tuning.gray_sums_expr(dtype, bidx))
+    strides = [i64(s) for s in _nyxc(geo)]
+    if enabled & 2:
+        blocks = min(-(-(h * w) // tuning.sums_block), tuning.sums_blocks_per_image)
+        _kernels.get_function(spec.FILE, tuning.gray_sums_expr(dtype, bidx))(
+            (blocks, n), (tuning.sums_block,),
+            (arr, i32(h), i32(w), *strides, factors, ops, i32(enabled), sums))
     total = n * h * w
-    blocks = min(-(-(h * w) // tuning.sums_block), tuning.sums_blocks_per_image)
-    for stage in range(4):
-        src, sgeo = (arr, geo) if stage == 0 else (dst, dgeo)
-        if enabled & 2:
-            sums.fill(0)
-            sums_fn((blocks, n), (tuning.sums_block,),
-                    (src, i32(h), i32(w), *[i64(s) for s in _nyxc(sgeo)], sums))
-        launch_1d(stage_fn, total, (
-            src, dst, i32(h), i32(w), *[i64(s) for s in _nyxc(sgeo)], *[i64(s) for s in _nyxc(dgeo)],
-            factors, ops, sums, i32(stage), i32(enabled), i64(total)))
+    launch_1d(_kernels.get_function(spec.FILE, tuning.apply_expr(dtype, bidx)), total, (
+        arr, dst, i32(h), i32(w), *strides, *[i64(s) for s in _nyxc(dgeo)],
+        factors, ops, sums, i32(enabled), i64(total)))
 
 
 def _factor_range(name, value):

@@ -3,16 +3,21 @@
 #include "color.cuh"
 
 // --- hsv_gain ------------------------------------------------------------------------------
-// Ultralytics' augment_hsv: image i's gains r = gains[i, 0..2] (float64) make three tables
+// Ultralytics' augment_hsv: image i's gains r_c = (u[i, c] * 2 - 1) * gain_c + 1 (u: float64
+// uniforms in [0, 1), each step rounded as NumPy's, written to gains (n, 3)) make three tables
 //   hue[x] = (x * r0) mod 180, sat[x] = clip(x * r1, 0, 255), val[x] = clip(x * r2, 0, 255),
 // each truncated to uint8, in double as NumPy computes them (mod: fmod, plus 180 where that
 // is negative, NumPy's floor modulo). luts: (n, 3, 256) uint8.
-__global__ void cupyprep_hsv_gain_luts(const double* __restrict__ gains, int n,
+__global__ void cupyprep_hsv_gain_luts(const double* __restrict__ u, int n, double hgain,
+                                       double sgain, double vgain, double* __restrict__ gains,
                                        unsigned char* __restrict__ luts) {
     const int total = n * 3 * 256;
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < total; k += gridDim.x * blockDim.x) {
         const int x = k & 255, c = (k >> 8) % 3, i = k / 768;
-        const double v = __dmul_rn((double)x, gains[i * 3 + c]);
+        const double gain = c == 0 ? hgain : (c == 1 ? sgain : vgain);
+        const double r = __dadd_rn(__dmul_rn(__dsub_rn(__dmul_rn(u[i * 3 + c], 2.0), 1.0), gain), 1.0);
+        if (x == 0) gains[i * 3 + c] = r;
+        const double v = __dmul_rn((double)x, r);
         double q;
         if (c == 0) {
             q = fmod(v, 180.0);
@@ -116,89 +121,135 @@ __device__ __forceinline__ float jitter_load(float v) { return v; }
 
 }  // namespace
 
-// Per image, the sum (float64) of its grayscale (jitter_gray) over its pixels, into
-// sums[blockIdx.y] (zeroed by the caller): contrast's mean. A block's threads take the
-// image's pixels in a grid-stride loop, then reduce by warp, one atomicAdd a warp (for
-// uint8 images every partial sum is an exact integer in double: the order does not matter).
+// The parameters of each image from its uniforms u[i, 0..7] (float64 in [0, 1)): factor k
+// = u[i, k] * span[k] + low[k] (span 0 and low neutral for an operation that is off), and
+// the order: the operations' indices sorted by their keys u[i, 4..7] (ties by index).
+// Zeroes sums (contrast's, filled by cupyprep_jitter_gray_sums). One thread an image.
+__global__ void cupyprep_jitter_params(const double* __restrict__ u, int n, double low0,
+                                       double low1, double low2, double low3, double span0,
+                                       double span1, double span2, double span3,
+                                       double* __restrict__ factors,
+                                       long long* __restrict__ order, double* __restrict__ sums) {
+    const double low[4] = {low0, low1, low2, low3}, span[4] = {span0, span1, span2, span3};
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const double* ui = u + (cp::i64)i * 8;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) factors[i * 4 + k] = __dadd_rn(__dmul_rn(ui[k], span[k]), low[k]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            int rank = 0;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) rank += ui[4 + k] < ui[4 + j] || (ui[4 + k] == ui[4 + j] && k < j);
+            order[i * 4 + rank] = j;
+        }
+        sums[i] = 0.0;
+    }
+}
+
+namespace {
+
+// Image n's operation at position `stage` of its order on one pixel (rgb in float32), then
+// stored as the image type stores it (integers truncated, as between torchvision's ops).
+template <bool INTEGER>
+__device__ __forceinline__ void jitter_step(float* rgb, int op, double fd, float mean, int enabled) {
+    if (!(enabled & (1 << op))) return;
+    const float bound = INTEGER ? 255.0f : 1.0f;
+    const float f = __double2float_rn(fd), rest = __double2float_rn(__dsub_rn(1.0, fd));
+    if (op == 0) {
+#pragma unroll
+        for (int c = 0; c < 3; ++c) rgb[c] = fminf(fmaxf(__fmul_rn(rgb[c], f), 0.0f), bound);
+    } else if (op == 1 || op == 2) {
+        const float other = op == 1 ? mean : jitter_gray<INTEGER>(rgb[0], rgb[1], rgb[2]);
+#pragma unroll
+        for (int c = 0; c < 3; ++c) rgb[c] = jitter_blend(rgb[c], f, other, rest, bound);
+    } else {
+        if (INTEGER) {
+#pragma unroll
+            for (int c = 0; c < 3; ++c) rgb[c] = __fmul_rn(rgb[c], 1.0f / 255.0f);
+        }
+        jitter_hue(rgb, f);
+        if (INTEGER) {
+#pragma unroll
+            for (int c = 0; c < 3; ++c) rgb[c] = __fmul_rn(rgb[c], 255.999f);
+        }
+    }
+    if (INTEGER) {
+#pragma unroll
+        for (int c = 0; c < 3; ++c) {
+            const int v = __float2int_rz(rgb[c]);
+            rgb[c] = (float)(v < 0 ? 0 : (v > 255 ? 255 : v));
+        }
+    }
+}
+
+}  // namespace
+
+// Per image, the sum (float64) of the grayscale (jitter_gray) of the image as contrast
+// sees it (the operations before contrast in its order applied, pixel by pixel) into
+// sums[blockIdx.y] (zeroed by cupyprep_jitter_params): contrast's mean. A block's threads
+// take the image's pixels in a grid-stride loop, then reduce by warp, one atomicAdd a warp
+// (for uint8 images every partial sum is an exact integer in double: the order does not
+// matter).
 template <typename T, int BIDX>
 __global__ void cupyprep_jitter_gray_sums(const T* __restrict__ src, int h, int w, cp::i64 s_n,
                                           cp::i64 s_y, cp::i64 s_x, cp::i64 s_c,
+                                          const double* __restrict__ factors,
+                                          const long long* __restrict__ order, int enabled,
                                           double* __restrict__ sums) {
+    constexpr bool INTEGER = cp::is_integer<T>::value;
     const int n = blockIdx.y;
     const cp::i64 hw = (cp::i64)h * w;
+    int ops[4], before = 0;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        ops[s] = (int)order[n * 4 + s];
+        if (ops[s] == 1) before = s;
+    }
     double acc = 0.0;
     for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < hw;
          i += (cp::i64)blockDim.x * gridDim.x) {
         const int y = (int)(i / w), x = (int)(i % w);
         const T* p = src + n * s_n + y * s_y + x * s_x;
-        acc += (double)jitter_gray<cp::is_integer<T>::value>(
-            jitter_load(p[(2 - BIDX) * s_c]), jitter_load(p[s_c]), jitter_load(p[BIDX * s_c]));
+        float rgb[3] = {jitter_load(p[(2 - BIDX) * s_c]), jitter_load(p[s_c]),
+                        jitter_load(p[BIDX * s_c])};
+        for (int s = 0; s < before; ++s) jitter_step<INTEGER>(rgb, ops[s], factors[n * 4 + ops[s]], 0.0f, enabled);
+        acc += (double)jitter_gray<INTEGER>(rgb[0], rgb[1], rgb[2]);
     }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, off);
     if ((threadIdx.x & 31) == 0) atomicAdd(sums + n, acc);
 }
 
-// One of color_jitter's four steps: each image applies its operation at position `stage`
-// of its order (order[i, stage]: 0 brightness, 1 contrast, 2 saturation, 3 hue) with its
-// factor (factors[i, op], float64, rounded to float32 as torchvision's scalar arguments
-// are), or copies its pixels where that operation is off (bit op of `enabled` clear). src
-// may be dst (the steps after the first work in place). sums: contrast's grayscale sums.
+// color_jitter on each pixel: image i's four operations in its order (order[i, 0..3]: 0
+// brightness, 1 contrast, 2 saturation, 3 hue), each with its factor (factors[i, op],
+// float64, rounded to float32 as torchvision's scalar arguments are) where its bit of
+// `enabled` is set, contrast with the mean sums[i] / (h w). src may be dst.
 template <typename T, int BIDX>
-__global__ void cupyprep_jitter_stage(const T* src, T* dst, int h, int w, cp::i64 s_n,
+__global__ void cupyprep_jitter_apply(const T* src, T* dst, int h, int w, cp::i64 s_n,
                                       cp::i64 s_y, cp::i64 s_x, cp::i64 s_c, cp::i64 d_n,
                                       cp::i64 d_y, cp::i64 d_x, cp::i64 d_c,
                                       const double* __restrict__ factors,
-                                      const int* __restrict__ order,
-                                      const double* __restrict__ sums, int stage, int enabled,
+                                      const long long* __restrict__ order,
+                                      const double* __restrict__ sums, int enabled,
                                       cp::i64 total) {
     constexpr bool INTEGER = cp::is_integer<T>::value;
-    const float bound = INTEGER ? 255.0f : 1.0f;
+    const double area = (double)h * (double)w;
     const cp::i64 stride = (cp::i64)blockDim.x * gridDim.x;
     for (cp::i64 i = (cp::i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
         const cp::pixel px = cp::unflatten_pixel(i, h, w);
         const T* p = src + cp::pixel_offset(px, s_n, s_y, s_x);
         T* q = dst + cp::pixel_offset(px, d_n, d_y, d_x);
-        const int op = order[px.n * 4 + stage];
-        const double fd = factors[px.n * 4 + op];
-        const float f = __double2float_rn(fd), rest = __double2float_rn(__dsub_rn(1.0, fd));
+        const float mean = (enabled & 2) ? __double2float_rn(__ddiv_rn(sums[px.n], area)) : 0.0f;
         float rgb[3] = {jitter_load(p[(2 - BIDX) * s_c]), jitter_load(p[s_c]),
                         jitter_load(p[BIDX * s_c])};
-        if (enabled & (1 << op)) {
-            if (op == 0) {
 #pragma unroll
-                for (int c = 0; c < 3; ++c) rgb[c] = fminf(fmaxf(__fmul_rn(rgb[c], f), 0.0f), bound);
-            } else if (op == 1 || op == 2) {
-                float other;
-                if (op == 1) {
-                    other = __double2float_rn(__ddiv_rn(sums[px.n], (double)h * (double)w));
-                } else {
-                    other = jitter_gray<INTEGER>(rgb[0], rgb[1], rgb[2]);
-                }
-#pragma unroll
-                for (int c = 0; c < 3; ++c) rgb[c] = jitter_blend(rgb[c], f, other, rest, bound);
-            } else {
-                if (INTEGER) {
-#pragma unroll
-                    for (int c = 0; c < 3; ++c) rgb[c] = __fmul_rn(rgb[c], 1.0f / 255.0f);
-                }
-                jitter_hue(rgb, f);
-                if (INTEGER) {
-#pragma unroll
-                    for (int c = 0; c < 3; ++c) rgb[c] = __fmul_rn(rgb[c], 255.999f);
-                }
-            }
+        for (int s = 0; s < 4; ++s) {
+            const int op = (int)order[px.n * 4 + s];
+            jitter_step<INTEGER>(rgb, op, factors[px.n * 4 + op], mean, enabled);
         }
         T out[3];
 #pragma unroll
-        for (int c = 0; c < 3; ++c) {
-            if constexpr (INTEGER) {
-                const int v = __float2int_rz(rgb[c]);
-                out[c] = (T)(v < 0 ? 0 : (v > 255 ? 255 : v));
-            } else {
-                out[c] = rgb[c];
-            }
-        }
+        for (int c = 0; c < 3; ++c) out[c] = (T)rgb[c];  // integers: already whole, in [0, 255]
         q[(2 - BIDX) * d_c] = out[0];
         q[d_c] = out[1];
         q[BIDX * d_c] = out[2];

@@ -215,8 +215,9 @@ def test_kernel_hsv_gain(kernels, opencv_block):
 @pytest.mark.parametrize("bidx_order", ["rgb", "bgr"])
 def test_kernel_color_jitter(kernels, dtype, bidx_order):
     """Given the parameters drawn, the kernels equal the CPU backend bit for bit: every
-    operation (a per-image order), NHWC and NCHW, a strided view, out=, 1 x 1, empty."""
-    batch = photo_batch(4, 19, 23)
+    operation (a per-image order: contrast's mean taken after the operations before it),
+    NHWC and NCHW, a strided view, out=, 1 x 1, empty."""
+    batch = photo_batch(8, 19, 23)
     x = batch if dtype == np.uint8 else (batch / np.float32(255)).astype(np.float32)
     for layout in ("NHWC", "NCHW"):
         arg = x if layout == "NHWC" else np.ascontiguousarray(x.transpose(0, 3, 1, 2))
@@ -238,6 +239,30 @@ def test_kernel_color_jitter(kernels, dtype, bidx_order):
     np.testing.assert_array_equal(kernels.get(res), ref)
     res, p = cupyprep.color_jitter(kernels.put(x[:0]), 0.5, 0.5, 0.5, 0.5, seed=4)
     assert kernels.get(res).shape == (0,) + x.shape[1:] and kernels.get(p.factors).shape == (0, 4)
+
+
+def test_kernel_parameters_from_uniforms(kernels, monkeypatch):
+    """The parameter kernels turn given uniforms into the factors, the order (keys sorted,
+    ties by index) and the gains the NumPy formulas give, bit for bit."""
+    from cupyprep import photometric
+
+    u = np.random.default_rng(3).random((4, 8))
+    u[1, 4:] = 0.5  # every key equal: the index order
+    u[2, 4:] = (0.3, 0.1, 0.3, 0.1)
+    u[3, 4:] = (0.9, 0.7, 0.2, 0.0)
+    monkeypatch.setattr(photometric, "uniforms", lambda call, shape, g, s: kernels.put(u[:, :shape[1]].copy()))
+    batch = photo_batch(4, 9, 11)
+    _, p = cupyprep.color_jitter(kernels.put(batch), (0.5, 1.5), 0, 0.3, (-0.2, 0.1))
+    order = kernels.get(p.order)
+    assert order.dtype == np.int64
+    np.testing.assert_array_equal(order[1:], [[0, 1, 2, 3], [1, 3, 0, 2], [3, 2, 1, 0]])
+    np.testing.assert_array_equal(order[0], np.argsort(u[0, 4:], kind="stable"))
+    factors = kernels.get(p.factors)
+    expected = np.stack([u[:, 0] * 1.0 + 0.5, np.ones(4), u[:, 2] * (1.3 - 0.7) + 0.7,
+                         u[:, 3] * (0.1 - -0.2) + -0.2], 1)
+    np.testing.assert_array_equal(factors, expected)
+    _, gains = cupyprep.hsv_gain(kernels.put(batch), 0.015, 0.7, 0.4)
+    np.testing.assert_array_equal(kernels.get(gains), (u[:, :3] * 2.0 - 1.0) * [0.015, 0.7, 0.4] + 1.0)
 
 
 @pytest.mark.gpu

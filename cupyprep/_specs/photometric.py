@@ -1,5 +1,6 @@
 """photometric.cu: YOLO's HSV gain (cupyprep_hsv_gain_luts, cupyprep_hsv_gain<BIDX>) and
-torchvision's ColorJitter (cupyprep_jitter_gray_sums<T, BIDX>, cupyprep_jitter_stage<T, BIDX>)."""
+torchvision's ColorJitter (cupyprep_jitter_params, cupyprep_jitter_gray_sums<T, BIDX>,
+cupyprep_jitter_apply<T, BIDX>)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ JITTER_DTYPES = (np.uint8, np.float32)
 # color_jitter's operations, in the index order the kernels and the drawn parameters use
 JITTER_OPS = ("brightness", "contrast", "saturation", "hue")
 HSV_GAIN_LUTS_KERNEL = "cupyprep_hsv_gain_luts"
+JITTER_PARAMS_KERNEL = "cupyprep_jitter_params"
 
 
 @dataclass(frozen=True)
@@ -35,14 +37,14 @@ class PhotometricSpec:
     def gray_sums_expr(self, dtype, blue_index):
         return f"cupyprep_jitter_gray_sums<{ctype(dtype)}, {blue_index}>"
 
-    def stage_expr(self, dtype, blue_index):
-        return f"cupyprep_jitter_stage<{ctype(dtype)}, {blue_index}>"
+    def apply_expr(self, dtype, blue_index):
+        return f"cupyprep_jitter_apply<{ctype(dtype)}, {blue_index}>"
 
     def variants(self):
-        out = [HSV_GAIN_LUTS_KERNEL] + [self.hsv_gain_expr(b) for b in (0, 2)]
+        out = [HSV_GAIN_LUTS_KERNEL, JITTER_PARAMS_KERNEL] + [self.hsv_gain_expr(b) for b in (0, 2)]
         for d in JITTER_DTYPES:
             for b in (0, 2):
-                out += [self.gray_sums_expr(d, b), self.stage_expr(d, b)]
+                out += [self.gray_sums_expr(d, b), self.apply_expr(d, b)]
         return [(FILE, e) for e in out]
 
 

@@ -14,9 +14,9 @@ from .filter import box_filter, gaussian_blur
 from .flip_pad import flip, pad, rotate90
 from .geometry import resize
 from .normalize import normalize
-from .photometric import color_jitter, hsv_gain
+from .photometric import color_jitter, hsv_gain, hsv_gains, jitter_params
 from .preprocess import preprocess
 
 __all__ = ["cv2_module", "without_ipp", "resize", "resize_antialias", "normalize", "preprocess", "swap_rb",
-           "to_gray", "cvt_color", "opencv_hsv_block", "hsv_gain", "color_jitter", "flip", "rotate90",
+           "to_gray", "cvt_color", "opencv_hsv_block", "hsv_gain", "hsv_gains", "color_jitter", "jitter_params", "flip", "rotate90",
            "pad", "crop", "gaussian_blur", "box_filter"]

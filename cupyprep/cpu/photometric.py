@@ -8,6 +8,22 @@ import numpy as np
 from ._cv2 import cv2_module, without_ipp
 
 
+def hsv_gains(u, gains):
+    """Ultralytics' gains from uniforms ``u`` (N, 3) in [0, 1): ``(u * 2 - 1) * gains + 1``
+    (float64, each step rounded)."""
+    return (np.asarray(u, np.float64) * 2.0 - 1.0) * np.asarray(gains, np.float64) + 1.0
+
+
+def jitter_params(u, lows, spans):
+    """color_jitter's parameters from uniforms ``u`` (N, 8) in [0, 1): the (N, 4) float64
+    factors ``u[:, k] * spans[k] + lows[k]`` and the (N, 4) int64 order, the operations'
+    indices sorted by their keys ``u[:, 4:]`` (ties by index)."""
+    u = np.asarray(u, np.float64)
+    factors = u[:, :4] * np.asarray(spans, np.float64) + np.asarray(lows, np.float64)
+    order = np.argsort(u[:, 4:], axis=1, kind="stable").astype(np.int64)
+    return factors, order
+
+
 def hsv_gain(batch, gains, order):
     """Ultralytics' augment_hsv on each image of an NHWC uint8 batch (BGR, or RGB with
     ``order="rgb"``) with its gains ``gains[i]`` (float64 r of ``r = uniform(-1, 1) *
