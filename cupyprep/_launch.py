@@ -14,7 +14,7 @@ import numpy as np
 from . import _kernels
 from ._specs._common import IMAGES_BY_VALUE
 
-__all__ = ["launch_1d", "launch_3d", "by_value", "held", "held_bytes", "no_ragged", "pointer", "ragged_records",
+__all__ = ["grid_1d", "launch_1d", "launch_3d", "by_value", "held", "held_bytes", "no_ragged", "pointer", "ragged_records",
            "BLOCK_3D"]
 
 BLOCK_1D = 256  # threads per block of launch_1d
@@ -22,12 +22,17 @@ _MAX_BLOCKS = 1 << 20
 BLOCK_3D = 128  # threads per block of launch_3d
 
 
+def grid_1d(total):
+    """``(grid, block)`` of a grid-stride kernel over ``total`` (> 0) items."""
+    return (min((total + BLOCK_1D - 1) // BLOCK_1D, _MAX_BLOCKS),), (BLOCK_1D,)
+
+
 def launch_1d(fn, total, args):
     """Launch a grid-stride kernel over ``total`` items (nothing for zero items). Returns
     the ``(grid, block)`` launched, None for no items."""
     if total <= 0:
         return None
-    grid, block = (min((total + BLOCK_1D - 1) // BLOCK_1D, _MAX_BLOCKS),), (BLOCK_1D,)
+    grid, block = grid_1d(total)
     fn(grid, block, args)
     return grid, block
 

@@ -51,11 +51,12 @@ def _check_generator(call, generator):
         raise TypeError(f"generator: expected {kinds} for a {want} batch, got {describe(generator)}")
 
 
-def uniforms(call, shape, generator, seed):
+def uniforms(call, shape, generator, seed, native=False):
     """float64 uniforms in [0, 1) of ``shape`` on the batch's side (``call``: the op's
     :class:`~cupyprep._arrays.Prepared` main input), from ``generator`` (a NumPy
     ``Generator``, a ``cupy.random.Generator`` / ``RandomState``, or a ``torch.Generator`` on
-    the batch's device) or a new generator seeded with ``seed``."""
+    the batch's device) or a new generator seeded with ``seed``. A torch batch on the
+    device gets them as a CuPy view, or with ``native`` as the torch tensor."""
     seed = check_seed(seed)
     if generator is not None:
         _check_generator(call, generator)
@@ -70,7 +71,9 @@ def uniforms(call, shape, generator, seed):
             else:
                 generator.seed()
         u = torch.rand(shape, generator=generator, device=dev, dtype=torch.float64)
-        return from_torch(u) if call.device else u.numpy()
+        if not call.device:
+            return u.numpy()
+        return u if native else from_torch(u)
     if call.device and call.kind != "numpy":
         import cupy
 

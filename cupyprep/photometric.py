@@ -8,13 +8,18 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _arrays, _kernels, _validate, cpu
-from ._launch import launch_1d
+from . import _arrays, _kernels, _plans, _validate, cpu
+from ._draw_plan import DrawPlan, launch_step
+from ._launch import grid_1d
 from ._random import check_seed, uniforms
 from ._specs import color as color_spec
 from ._specs import photometric as spec
 
 __all__ = ["JitterParams", "color_jitter", "hsv_gain"]
+
+# Launch plans (see _draw_plan) of both ops, keyed by the batch's and out's geometry and
+# the op's arguments as given (the generator and seed are not part of a key: each call draws)
+_PLANS = _plans.PlanCache()
 
 
 class JitterParams(NamedTuple):
@@ -79,6 +84,11 @@ def hsv_gain(batch, hgain=0.015, sgain=0.7, vgain=0.4, *, order="bgr", seed=None
     -------
     >>> aug, gains = cupyprep.hsv_gain(batch, seed=0)  # doctest: +SKIP
     """
+    kind, key, plan = _PLANS.find(batch, out, ("hsv_gain", hgain, sgain, vgain, order))
+    if plan is not None:
+        done = plan.replay(batch, kind, out, generator, seed)
+        if done is not None:
+            return done[0], done[1][0]
     call, arr, _ = _batch(batch, "batch", (np.uint8,))
     order = _validate.choice("order", order, color_spec.ORDERS)
     terms = [_validate.number(k, v) for k, v in (("hgain", hgain), ("sgain", sgain), ("vgain", vgain))]
@@ -88,27 +98,35 @@ def hsv_gain(batch, hgain=0.015, sgain=0.7, vgain=0.4, *, order="bgr", seed=None
     check_seed(seed)
     n = arr.shape[0]
     with call.launch():
-        u = uniforms(call, (n, 3), generator, seed)
         if not call.device:
-            gains = cpu.hsv_gains(u, terms)
+            gains = cpu.hsv_gains(uniforms(call, (n, 3), generator, seed), terms)
             return call.result(cpu.hsv_gain(arr, gains, order), out), call.back(gains)
-        g_native, gains = call.output(None, (n, 3), np.float64)
         with call.writing(out, arr.shape, np.uint8, [arr]) as (native, dst):
-            if n:
-                xp, f64 = call.xp, np.float64
-                luts = xp.empty((n, 3, 256), np.uint8)
-                launch_1d(_kernels.get_function(spec.FILE, spec.HSV_GAIN_LUTS_KERNEL), n * 768,
-                          (u, np.int32(n), *[f64(t) for t in terms], gains, luts))
-                geo = _validate.image_layout("batch", arr, "NHWC")
-                dgeo = _validate.image_layout("out", dst, "NHWC")
-                expr = spec.SPEC.hsv_gain_expr(0 if order == "bgr" else 2)
-                total = n * geo.h * geo.w
-                i64 = np.int64
-                launch_1d(_kernels.get_function(spec.FILE, expr), total, (
-                    arr, dst, np.int32(geo.h), np.int32(geo.w), *[i64(s) for s in _nyxc(geo)],
-                    *[i64(s) for s in _nyxc(dgeo)], luts,
-                    np.int32(color_spec.SPEC.hsv_vector_block), i64(total)))
-        return native, g_native
+            plan = _hsv_plan(arr, dst, terms, order)
+            gains, = plan.launch(call, arr, dst, generator, seed)
+    if key is not None and n and _plans.unstaged((arr,), out):
+        _PLANS.put(key, plan)
+    return native, gains
+
+
+def _hsv_plan(arr, dst, terms, order):
+    """hsv_gain's launches: the gains and tables from the uniforms, then every pixel."""
+    geo = _validate.image_layout("batch", arr, "NHWC")
+    dgeo = _validate.image_layout("out", dst, "NHWC")
+    n = geo.n
+    steps = []
+    if n:
+        f64, i32, i64 = np.float64, np.int32, np.int64
+        luts = _kernels.get_function(spec.FILE, spec.HSV_GAIN_LUTS_KERNEL)
+        steps.append(launch_step(luts, *grid_1d(n * 768), (
+            None, i32(n), *[f64(t) for t in terms], None, None), {0: "u", 5: 0, 6: 1}))
+        expr = spec.SPEC.hsv_gain_expr(0 if order == "bgr" else 2)
+        total = n * geo.h * geo.w
+        steps.append(launch_step(_kernels.get_function(spec.FILE, expr), *grid_1d(total), (
+            None, None, i32(geo.h), i32(geo.w), *[i64(s) for s in _nyxc(geo)],
+            *[i64(s) for s in _nyxc(dgeo)], None, i32(color_spec.SPEC.hsv_vector_block), i64(total)),
+            {0: "src", 1: "dst", 12: 1}))
+    return DrawPlan(n, 3, [((n, 3), np.float64), ((n, 3, 256), np.uint8)], steps, 1, arr.shape, np.uint8)
 
 
 def _nyxc(geo):
@@ -157,6 +175,12 @@ def color_jitter(batch, brightness=0.0, contrast=0.0, saturation=0.0, hue=0.0, *
     -------
     >>> out, params = cupyprep.color_jitter(batch, 0.4, 0.4, 0.4, 0.1, seed=0)  # doctest: +SKIP
     """
+    kind, key, plan = _PLANS.find(batch, out, ("color_jitter", brightness, contrast, saturation, hue,
+                                              order, layout))
+    if plan is not None:
+        done = plan.replay(batch, kind, out, generator, seed)
+        if done is not None:
+            return done[0], JitterParams(*done[1])
     layout = _validate.choice("layout", layout, ("NHWC", "NCHW"))
     call, arr, dtype = _batch(batch, "batch", spec.JITTER_DTYPES, layout)
     order = _validate.choice("order", order, color_spec.ORDERS)
@@ -169,22 +193,17 @@ def color_jitter(batch, brightness=0.0, contrast=0.0, saturation=0.0, hue=0.0, *
         raise ValueError(f"batch: expected fewer than 65536 images, got {_arrays.describe(arr)}")
     lows, spans = _lows_spans(ranges)
     with call.launch():
-        u = uniforms(call, (n, 8), generator, seed)
         if not call.device:
-            factors, ops = cpu.jitter_params(u, lows, spans)
+            factors, ops = cpu.jitter_params(uniforms(call, (n, 8), generator, seed), lows, spans)
             params = JitterParams(call.back(factors), call.back(ops))
             res = cpu.color_jitter(arr, factors, ops, enabled, order, layout == "NHWC")
             return call.result(res, out), params
-        f_native, factors = call.output(None, (n, 4), np.float64)
-        o_native, ops = call.output(None, (n, 4), np.int64)
-        sums = call.xp.empty((n,), np.float64)
-        f64 = np.float64
-        launch_1d(_kernels.get_function(spec.FILE, spec.JITTER_PARAMS_KERNEL), n, (
-            u, np.int32(n), *[f64(v) for v in lows], *[f64(v) for v in spans], factors, ops, sums))
         with call.writing(out, arr.shape, dtype, [arr]) as (native, dst):
-            if n:
-                _jitter_on_device(arr, dst, dtype, layout, order, factors, ops, sums, enabled)
-        return native, JitterParams(f_native, o_native)
+            plan = _jitter_plan(arr, dst, dtype, layout, order, lows, spans, enabled)
+            params = JitterParams(*plan.launch(call, arr, dst, generator, seed))
+    if key is not None and n and _plans.unstaged((arr,), out):
+        _PLANS.put(key, plan)
+    return native, params
 
 
 _NEUTRAL = (1.0, 1.0, 1.0, 0.0)  # the factors of operations that are off
@@ -198,24 +217,36 @@ def _lows_spans(ranges):
     return lows, spans
 
 
-def _jitter_on_device(arr, dst, dtype, layout, order, factors, ops, sums, enabled):
-    """Contrast's grayscale sums (where contrast is on), then every pixel's four operations."""
+def _jitter_plan(arr, dst, dtype, layout, order, lows, spans, enabled):
+    """color_jitter's launches: the parameters from the uniforms, contrast's grayscale sums
+    (where contrast is on), then every pixel's four operations. Buffers: factors, order,
+    sums."""
     geo = _validate.image_layout("batch", arr, layout)
     dgeo = _validate.image_layout("out", dst, layout)
     tuning = spec.SPEC
     bidx = 0 if order == "bgr" else 2
-    i32, i64 = np.int32, np.int64
+    f64, i32, i64 = np.float64, np.int32, np.int64
     n, h, w = geo.n, geo.h, geo.w
-    strides = [i64(s) for s in _nyxc(geo)]
-    if enabled & 2:
-        blocks = min(-(-(h * w) // tuning.sums_block), tuning.sums_blocks_per_image)
-        _kernels.get_function(spec.FILE, tuning.gray_sums_expr(dtype, bidx))(
-            (blocks, n), (tuning.sums_block,),
-            (arr, i32(h), i32(w), *strides, factors, ops, i32(enabled), sums))
-    total = n * h * w
-    launch_1d(_kernels.get_function(spec.FILE, tuning.apply_expr(dtype, bidx)), total, (
-        arr, dst, i32(h), i32(w), *strides, *[i64(s) for s in _nyxc(dgeo)],
-        factors, ops, sums, i32(enabled), i64(total)))
+    steps = []
+    if n:
+        params = _kernels.get_function(spec.FILE, spec.JITTER_PARAMS_KERNEL)
+        steps.append(launch_step(params, *grid_1d(n), (
+            None, i32(n), *[f64(v) for v in lows], *[f64(v) for v in spans], None, None, None),
+            {0: "u", 10: 0, 11: 1, 12: 2}))
+        strides = [i64(s) for s in _nyxc(geo)]
+        if enabled & 2:
+            blocks = min(-(-(h * w) // tuning.sums_block), tuning.sums_blocks_per_image)
+            sums = _kernels.get_function(spec.FILE, tuning.gray_sums_expr(dtype, bidx))
+            steps.append(launch_step(sums, (blocks, n), (tuning.sums_block,), (
+                None, i32(h), i32(w), *strides, None, None, i32(enabled), None),
+                {0: "src", 7: 0, 8: 1, 10: 2}))
+        total = n * h * w
+        apply = _kernels.get_function(spec.FILE, tuning.apply_expr(dtype, bidx))
+        steps.append(launch_step(apply, *grid_1d(total), (
+            None, None, i32(h), i32(w), *strides, *[i64(s) for s in _nyxc(dgeo)],
+            None, None, None, i32(enabled), i64(total)), {0: "src", 1: "dst", 12: 0, 13: 1, 14: 2}))
+    buffers = [((n, 4), np.float64), ((n, 4), np.int64), ((n,), np.float64)]
+    return DrawPlan(n, 8, buffers, steps, 2, arr.shape, dtype)
 
 
 def _factor_range(name, value):

@@ -244,13 +244,13 @@ def test_kernel_color_jitter(kernels, dtype, bidx_order):
 def test_kernel_parameters_from_uniforms(kernels, monkeypatch):
     """The parameter kernels turn given uniforms into the factors, the order (keys sorted,
     ties by index) and the gains the NumPy formulas give, bit for bit."""
-    from cupyprep import photometric
+    from cupyprep import _draw_plan
 
     u = np.random.default_rng(3).random((4, 8))
     u[1, 4:] = 0.5  # every key equal: the index order
     u[2, 4:] = (0.3, 0.1, 0.3, 0.1)
     u[3, 4:] = (0.9, 0.7, 0.2, 0.0)
-    monkeypatch.setattr(photometric, "uniforms", lambda call, shape, g, s: kernels.put(u[:, :shape[1]].copy()))
+    monkeypatch.setattr(_draw_plan, "uniforms", lambda call, shape, g, s, native: kernels.put(u[:, :shape[1]].copy()))
     batch = photo_batch(4, 9, 11)
     _, p = cupyprep.color_jitter(kernels.put(batch), (0.5, 1.5), 0, 0.3, (-0.2, 0.1))
     order = kernels.get(p.order)
