@@ -38,7 +38,15 @@ def _side(kind):
     if kind == "GPU":
         import cupy
 
-        return cupy.asarray, cupy.asnumpy
+        def put(a):
+            """A request tensor in device memory, ready as Triton hands it over: the copy
+            (on this thread's stream; the model launches on its own non-blocking stream)
+            has finished."""
+            d = cupy.asarray(a)
+            cupy.cuda.get_current_stream().synchronize()
+            return d
+
+        return put, cupy.asnumpy
     return np.asarray, np.asarray
 
 
