@@ -15,8 +15,8 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 # Launch plans (see _plans): a repeated call with the same geometry and options launches the
 # stored plan
 _PLANS = _plans.PlanCache()
-# denormalize's checked arguments worked out for normalize, under the same kind of key (its
-# launch is then normalize's plan)
+# denormalize's plans: normalize's plan of the channels-last view the first call made, under
+# denormalize's key (the image's geometry and denormalize's arguments)
 _DENORMALIZE = _plans.PlanCache()
 
 
@@ -178,11 +178,12 @@ def denormalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="C
     """
     key = _plans.call_key(img, out, (mean, std, scale, swap_rb, layout, dtype, "denormalize"), 0)
     found = None if key is None else _DENORMALIZE.get(key[1])
-    if found is not None:  # checked and worked out before: normalize's arguments
-        transpose, batched, args = found
-        view = _channels_last(img, batched) if transpose else img
-        return normalize(view, *args[:2], scale=1.0, swap_rb=args[2], layout=args[3], dtype=args[4],
-                         out=out)
+    if found is not None:  # normalize's launch on the channels-last view: the same pointer
+        if found.extra is not None:
+            _validate.units(*found.extra)
+        native = found.run(img, key[0], out)
+        if native is not None:
+            return native
     _validate.choice("layout", layout, _validate.LAYOUTS)
     out_dtype = _validate.out_dtype("dtype", dtype, spec.OUT_DTYPES)
     call = _arrays.prepare(img, "img")
@@ -218,9 +219,15 @@ def denormalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="C
     inv_mean = tuple(-m / s for m, s in zip(mean, std))
     inv_std = tuple(scale / s for s in std)
     args = (inv_mean, inv_std, swap_rb, "NHWC" if arr.ndim == 4 else "HWC", out_dtype.name)
+    native = normalize(view, *args[:2], scale=1.0, swap_rb=args[2], layout=args[3], dtype=args[4], out=out)
     if key is not None and call.device:
-        _DENORMALIZE.put(key[1], (transpose, batched, args))
-    return normalize(view, *args[:2], scale=1.0, swap_rb=args[2], layout=args[3], dtype=args[4], out=out)
+        # the plan normalize stored for the view is this call's: a view's first element is
+        # the image's, so the plan runs on the image itself
+        found = _plans.call_key(view, out, (*args[:2], 1.0, *args[2:]), 0)
+        plan = None if found is None else _PLANS.get(found[1])
+        if plan is not None:
+            _DENORMALIZE.put(key[1], plan)
+    return native
 
 
 def _channels_last(img, batched):

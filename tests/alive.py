@@ -81,7 +81,9 @@ def _frame_holders(o, ignore):
                 frames.append(r)
     holders = []
     ignore.add(id(holders))
-    for f in list(reached.values()):
+    every = list(reached.values())
+    ignore.add(id(every))
+    for f in every:
         for r in _referrers(f, ignore):
             if not isinstance(r, types.FrameType):
                 holders.append(f"{_describe(r)} holds {_describe(f)}")

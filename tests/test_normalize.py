@@ -423,3 +423,9 @@ def test_gpu_denormalize_torch_round_trip(torch_cuda):
     back = cupyprep.denormalize(y, layout="NCHW", **args)
     assert isinstance(back, torch.Tensor) and back.is_cuda and back.shape == (2, 48, 64, 3)
     np.testing.assert_array_equal(back.cpu().numpy(), frames)
+    y2 = cupyprep.normalize(torch.from_numpy(frames[::-1].copy()).cuda(), layout="NCHW", dtype="float16", **args)
+    again = cupyprep.denormalize(y2, layout="NCHW", **args)  # the stored plan, on a tensor
+    np.testing.assert_array_equal(again.cpu().numpy(), frames[::-1])
+    out = torch.full((2, 48, 64, 3), 7, dtype=torch.uint8, device="cuda")
+    assert cupyprep.denormalize(y, layout="NCHW", out=out, **args) is out
+    np.testing.assert_array_equal(out.cpu().numpy(), frames)
