@@ -22,14 +22,15 @@ def _events(run, n_inputs, repeat):
     }
 
 
-def time_cuda(fn, n_inputs, warmup=10, repeat=100, capture=True):
+def time_cuda(fn, n_inputs, warmup=10, repeat=100, capture=True, generators=()):
     """Milliseconds of ``fn(i)``, ``i`` cycling over ``n_inputs`` input sets.
 
     Two numbers: ``median_ms`` is device time, measured by replaying a CUDA graph of each
     call (so Python's launch overhead is not counted); ``eager_median_ms`` is the same call
     run eagerly, between the same events (device time plus any gaps the host leaves).
     ``capture=False`` times only eagerly: calls that read a value back to the host, or run
-    on the CPU.
+    on the CPU. ``generators``: torch generators the call draws from, registered with each
+    graph (each replay then draws anew, as the eager calls do).
     """
     import torch
 
@@ -53,6 +54,8 @@ def time_cuda(fn, n_inputs, warmup=10, repeat=100, capture=True):
         torch.cuda.current_stream().wait_stream(side)
         for i in range(n_inputs):
             g = torch.cuda.CUDAGraph()
+            for gen in generators:
+                g.register_generator_state(gen)
             with torch.cuda.graph(g):
                 fn(i)
             graphs.append(g)

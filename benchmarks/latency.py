@@ -103,11 +103,12 @@ class Rows:
     def __init__(self, bench, profile):
         self.bench, self.profile = bench, profile
 
-    def add(self, workload, impl, fn, capture=True, baseline=False):
+    def add(self, workload, impl, fn, capture=True, baseline=False, generators=()):
         eager = eager_per_call(fn)
         device = None
         if capture:
-            t = _timing.time_cuda(fn, 1, self.bench.warmup, self.bench.repeat, capture=True)
+            t = _timing.time_cuda(fn, 1, self.bench.warmup, self.bench.repeat, capture=True,
+                                  generators=generators)
             device = t["median_ms"] if t["timing"] == "graph replay" else None
         host = eager - device if device is not None else None
         row = dict(workload=workload, impl=impl, baseline=baseline, eager_ms=eager,
@@ -261,15 +262,19 @@ def run(bench, profile=False):
     rows.add("S5", "cupy.from_dlpack + torch.from_dlpack", lambda i: torch.from_dlpack(cupy.from_dlpack(t)),
              capture=False, baseline=True)
 
-    for name, fn in op_families(torch, gen):
-        rows.add("S9", name, fn)
+    families, draws = op_families(torch, gen)
+    for name, fn in families:
+        # the augmentations draw from `draws`: each graph replay draws anew, as eager calls do
+        generators = (draws,) if name.startswith(("color_jitter", "hsv_gain")) else ()
+        rows.add("S9", name, fn, generators=generators)
         with general_path():
-            rows.add("S9", f"{name}, general path (no plan)", fn)
+            rows.add("S9", f"{name}, general path (no plan)", fn, generators=generators)
 
 
 def op_families(torch, gen, device="cuda"):
     """S9: ``(name, call)`` of each op family on one 512x512 uint8 HWC tensor (a batch of
-    one where the op takes batches), its boxes, or its features, as a service calls it."""
+    one where the op takes batches), its boxes, or its features, as a service calls it; and
+    the generator the augmentations draw from."""
     import numpy as np
 
     import cupyprep
@@ -310,7 +315,7 @@ def op_families(torch, gen, device="cuda"):
         ("clip_boxes 1k", lambda i: cupyprep.clip_boxes(b1k, (512, 512))),
         ("box_iou 100 x 100", lambda i: cupyprep.box_iou(b100, b100)),
         ("decode_boxes 16.8k priors", lambda i: cupyprep.decode_boxes(loc, priors)),
-    ]
+    ], draws
 
 
 def table(rows):
