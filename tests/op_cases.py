@@ -29,6 +29,9 @@ def image_ops():
         ("preprocess_area_fused", lambda x: cupyprep.preprocess(x, (15, 20), interpolation="area")[0]),
         ("preprocess_area_fused_ragged",
          lambda x: cupyprep.preprocess([x[0], x[1, :, :20]], (6, 8), interpolation="area")[0]),
+        # per-image parameters drawn on the batch's device from a seed (the same every call)
+        ("color_jitter", lambda x: cupyprep.color_jitter(x, 0.4, 0.4, 0.4, 0.1, seed=3)),
+        ("hsv_gain", lambda x: cupyprep.hsv_gain(x, seed=4)),
     ]
 
 
