@@ -33,7 +33,7 @@ LAYERS = {
     "_transfers": 4,
     "_arrays": 5,
     "_validate": 6, "_matrix_math": 6, "_random": 6, "_decoders": 6, "_plans": 6, "_nms_plan": 6,
-    "_resizing": 7, "_warping": 7, "_nms_pipeline": 7, "_preprocess_meta": 7,
+    "_resizing": 7, "_warping": 7, "_nms_pipeline": 7, "_preprocess_meta": 7, "_draw_plan": 7,
     "_loader_sources": 7, "_staging": 7,
     "resize": 8, "warp": 8, "matrices": 8, "faces": 8, "augment": 8, "color": 8,
     "normalize": 8, "preprocess": 8, "nms": 8, "boxes": 8, "roi_align": 8, "interop": 8,
