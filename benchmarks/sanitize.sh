@@ -7,7 +7,8 @@
 #   TOOLS: memcheck racecheck initcheck synccheck (default: all); files default: tests/test_*.py
 #   JOBS=16: runs at once (tool x file pairs; the GPU is shared); BUDGET_S=300: each run stops
 #   after the test running when that many seconds are spent (benchmarks/_pytest_budget.py), so
-#   the tool still prints its summary; K="gpu": the pytest -m expression.
+#   the tool still prints its summary; K="gpu": the pytest -m expression; BACKTRACE=device:
+#   memcheck's --show-backtrace (see below).
 # CuPy's pool is off (CUPYPREP_TEST_NO_POOL=1, honoured by tests/conftest.py) so the leak
 # check sees every block; torch's caching allocator is off too (PYTORCH_NO_CUDA_MEMORY_CACHING);
 # $OUT_DIR/alive gets each run's report of the device arrays alive at its end.
@@ -36,7 +37,11 @@ export PYTEST_BUDGET_S=${BUDGET_S:-0}
 export CUPYPREP_TEST_ALIVE_DIR=${CUPYPREP_TEST_ALIVE_DIR:-$OUT_DIR/alive}
 one() {  # tool file
   local tool=$1 f=$2 extra=()
-  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  # memcheck's leak check: host backtraces off (BACKTRACE=device). The tool records each
+  # CUDA call's host backtrace, Python frames included, and keeps those frames, so every
+  # array a frame held at an allocation or launch stays alive to the end and is reported
+  # as leaked; BACKTRACE=yes shows them (where an invalid access came from)
+  [ "$tool" = memcheck ] && extra=(--leak-check full --show-backtrace "${BACKTRACE:-device}")
   local log="$OUT_DIR/$tool-$(basename "$f" .py).log"
   "$SAN" --tool "$tool" "${extra[@]}" --error-exitcode 0 --print-limit 200 \
     python -m pytest -q -p no:xdist -p no:cacheprovider -p benchmarks._pytest_budget -m "${K:-gpu}" "$f" >"$log" 2>&1
