@@ -236,3 +236,28 @@ def test_a_replay_finishes_in_its_launch_context(kernels, monkeypatch, op):
     monkeypatch.setattr(*finishing, lambda *a, **kw: inside.append(bool(depth)) or original(*a, **kw))
     run()
     assert inside == [True], "the replay finished outside its launch context"
+
+
+def test_carve_hands_torch_arrays_as_views_of_its_allocations():
+    """A plan's results for torch input: typed strided views of the allocation, each the
+    bytes the old slice-and-view gave (offsets, dtypes, 0-d and empty shapes)."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from cupyprep._nms_plan import Carve, Layout
+
+    layout = Layout.of({"ids": ((2, 3, 5), np.int64), "counts": ((3,), np.int64),
+                        "boxes": ((3, 5, 4), np.float32), "none": ((0, 4), np.float16)})
+    call = SimpleNamespace(kind="torch", tensor=torch.zeros(1, dtype=torch.uint8))
+    carve = Carve(call, layout)
+    raw = carve.natives[0]
+    raw.copy_(torch.arange(raw.numel()).to(torch.uint8))
+    regions = [layout.region("ids"), layout.region("ids", 3 * 5 * 8, np.int64, (3, 5)),
+               layout.region("counts", 0, np.int64, ()), layout.region("boxes"), layout.region("none"),
+               layout.region("counts", 2, np.uint8, (5,))]  # (an offset no wider type divides)
+    for index, offset, nbytes, dtype, shape in regions:
+        got = carve.array((index, offset, nbytes, dtype, shape))
+        want = raw[offset:offset + nbytes].view(got.dtype).view(shape)
+        assert got.shape == want.shape and got.stride() == want.stride() and got.is_contiguous()
+        assert got.numel() == 0 or got.data_ptr() == raw.data_ptr() + offset
+        assert torch.equal(got, want)
