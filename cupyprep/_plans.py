@@ -26,7 +26,7 @@ from ._launch import held, held_bytes, pointer, ragged_records
 from ._torch import TensorView, torch_dtype
 
 __all__ = ["LaunchPlan", "PlanCache", "address", "argument", "array_key", "call_key", "clear_all", "list_key",
-           "options_key", "overlap"]
+           "options_key", "overlap", "run_chain"]
 
 
 _KINDS: dict = {}  # type -> "torch" / "cupy" / "numpy" / None
@@ -205,10 +205,6 @@ class LaunchPlan:
         for), in the launch context the general path uses, with ``values`` at the
         ``per_call`` positions; returns the output, or None where ``out`` overlaps an input
         (the general path then stages the output)."""
-        i_in, i_out = self.slots
-        args = list(self.args)
-        for i, v in zip(self.per_call, values):
-            args[i] = v
         torch = kind == "torch"
         if self.ragged is None:
             first = images = x
@@ -228,34 +224,44 @@ class LaunchPlan:
                 return None
         call = Prepared(view, kind, True, first) if torch else Prepared(first, kind, True)
         with call.launch():
-            for at, key, make, what, hint in self.constants:
-                table = _transfers.device_constant(call.xp, key, make, what, hint)
-                if type(at) is tuple:
-                    for i, a in zip(at, table):
-                        if i is not None:
-                            args[i] = a
-                else:
-                    args[at] = table
-            if self.ragged is not None:
-                slot, stored, sizes, strides = self.ragged
-                args[slot] = _records(stored, x, pointers, sizes, strides)
-            if torch:
-                if out is None:
-                    dtype = self.out_torch_dtype
-                    if dtype is None:
-                        dtype = self.out_torch_dtype = torch_dtype(self.out_dtype)
-                    out = first.new_empty(self.out_shape, dtype=dtype)
-                    p_out = out.data_ptr()
-                if i_in is not None:
-                    args[i_in] = pointer(view.ptr)
-                args[i_out] = pointer(p_out)
+            return self._launch(call, x, view.ptr if torch and self.ragged is None else None, pointers,
+                                out, p_out, values)
+
+    def _launch(self, call, x, x_ptr, pointers, out, p_out, values=()):
+        """The launch of :meth:`run` inside ``call``'s launch context: on ``x`` (at
+        ``x_ptr`` for a torch tensor) into ``out`` (at ``p_out``) or a new output."""
+        i_in, i_out = self.slots
+        args = list(self.args)
+        for i, v in zip(self.per_call, values):
+            args[i] = v
+        for at, key, make, what, hint in self.constants:
+            table = _transfers.device_constant(call.xp, key, make, what, hint)
+            if type(at) is tuple:
+                for i, a in zip(at, table):
+                    if i is not None:
+                        args[i] = a
             else:
-                if out is None:
-                    out = call.xp.empty(self.out_shape, self.out_dtype)
-                if i_in is not None:
-                    args[i_in] = x
-                args[i_out] = out
-            self.fn(self.grid, self.block, tuple(args))
+                args[at] = table
+        if self.ragged is not None:
+            slot, stored, sizes, strides = self.ragged
+            args[slot] = _records(stored, x, pointers, sizes, strides)
+        if call.kind == "torch":
+            if out is None:
+                dtype = self.out_torch_dtype
+                if dtype is None:
+                    dtype = self.out_torch_dtype = torch_dtype(self.out_dtype)
+                out = call.tensor.new_empty(self.out_shape, dtype=dtype)
+                p_out = out.data_ptr()
+            if i_in is not None:
+                args[i_in] = pointer(x_ptr)
+            args[i_out] = pointer(p_out)
+        else:
+            if out is None:
+                out = call.xp.empty(self.out_shape, self.out_dtype)
+            if i_in is not None:
+                args[i_in] = x
+            args[i_out] = out
+        self.fn(self.grid, self.block, tuple(args))
         return out
 
     def _overlaps(self, images, pointers, out, p_out):
@@ -277,6 +283,22 @@ class LaunchPlan:
             if p + a < hi and lo < p + b:
                 return True
         return False
+
+
+def run_chain(plans, x, kind, out=None):
+    """Plans that each read the previous one's output (the first reads ``x``, a device
+    array of ``kind``), the last writing a new output or ``out``, in one launch context:
+    the intermediate arrays are new (none overlaps ``x`` or ``out``), and ``x`` is read
+    whole before ``out`` is written (one stream), so ``out`` may be ``x``."""
+    torch = kind == "torch"
+    call = Prepared(TensorView(x), kind, True, x) if torch else Prepared(x, kind, True)
+    last = len(plans) - 1
+    with call.launch():
+        for k, plan in enumerate(plans):
+            target = out if k == last else None
+            p_out = None if target is None else address(target)
+            x = plan._launch(call, x, x.data_ptr() if torch else None, None, target, p_out)
+    return x
 
 
 def _positions(at):

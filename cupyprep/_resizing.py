@@ -157,8 +157,8 @@ def resize_antialias(img, size, interpolation, layout, out):
     if passes is not None:
         if len(passes) == 1:
             native = passes[0].run(img, kind, out)
-        else:
-            native = passes[1].run(passes[0].run(img, kind), kind, out)
+        else:  # both in one launch context (out may be img: the first pass reads it whole)
+            native = _plans.run_chain(passes, img, kind, out)
         if native is not None:
             return native
     call = _arrays.prepare(img, "img")

@@ -169,9 +169,11 @@ def test_a_repeated_antialiased_resize_launches_its_plans(kernels, monkeypatch, 
     guards = [counting(monkeypatch, owner, name) for owner, name in (
         (_kernels, "get_function"), (_validate, "image_layout"), (_arrays, "prepare"), (_transfers, "upload"))]
     tables = counting(monkeypatch, _transfers, "device_constant")
+    contexts = counting(monkeypatch, _plans, "Prepared")
     b = cupyprep.resize(second, dst, layout=layout, **kw)
     assert guards == [[], [], [], []], "the second call planned again"
     assert len(tables) == (2 if passes == "both" else 1)  # each pass fetches its axis's tables
+    assert len(contexts) == 1  # both passes in one launch context
     monkeypatch.undo()
     assert type(b) is type(second) and b.dtype == second.dtype and b.shape == a.shape
     for image, got in ((first, a), (second, b)):  # the general path, on the same images
