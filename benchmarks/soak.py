@@ -88,6 +88,11 @@ def families(rng):
          lambda a, size: cupyprep.resize(a, size, antialias=True)),
         ("color_jitter", lambda c: (c(rng.integers(0, 256, (2, 24, 32, 3), dtype=np.uint8)), int(rng.integers(1 << 30))),
          lambda a, seed: cupyprep.color_jitter(a, 0.3, 0.3, 0.3, 0.05, seed=seed)),
+        ("hsv_gain", lambda c: (c(rng.integers(0, 256, (int(rng.integers(1, 4)), 24, 32, 3), dtype=np.uint8)),
+                                int(rng.integers(1 << 30))),
+         lambda a, seed: cupyprep.hsv_gain(a, seed=seed)),
+        ("denormalize", lambda c: (c(rng.random((3, *sizes()), dtype=np.float32)),),
+         lambda a: cupyprep.denormalize(a, (0.5,) * 3, (0.2,) * 3, scale=1 / 255)),
     ]
 
 
