@@ -12,7 +12,7 @@ import numpy as np
 from ._arrays import Prepared
 from ._launch import held, pointer
 from ._plans import overlap
-from ._random import check_seed, uniforms
+from ._random import uniforms
 from ._torch import TensorView, torch_dtype
 
 __all__ = ["DrawPlan", "launch_step"]
@@ -29,31 +29,35 @@ def launch_step(fn, grid, block, args, names):
 
 
 class DrawPlan:
-    """``n`` images' ``draws`` uniforms each, the arrays allocated per call (``buffers``:
-    ``(shape, dtype)``, the first ``returned`` of them handed back as the parameters) and
-    the launches (:func:`launch_step`); the output's shape and dtype."""
+    """``draws`` uniforms for each image of the batch (the output's first axis), the arrays
+    allocated per call (``buffers``: ``(shape, dtype)``, the first ``returned`` of them
+    handed back as the parameters) and the launches (:func:`launch_step`); the output's
+    shape and dtype."""
 
-    __slots__ = ("_torch_dtypes", "buffers", "draws", "n", "out_dtype", "out_shape", "returned", "steps")
+    __slots__ = ("_torch_dtypes", "buffers", "draws", "out_dtype", "out_shape", "returned", "steps")
 
-    def __init__(self, n, draws, buffers, steps, returned, out_shape, out_dtype):
-        self.n, self.draws, self.buffers, self.steps = n, draws, tuple(buffers), tuple(steps)
+    def __init__(self, draws, buffers, steps, returned, out_shape, out_dtype):
+        self.draws, self.buffers, self.steps = draws, tuple(buffers), tuple(steps)
         self.returned = returned
         self.out_shape, self.out_dtype = tuple(out_shape), np.dtype(out_dtype)
-        self._torch_dtypes = None
+        self._torch_dtypes = None  # the output's, then the buffers' (looked up once)
+
+    def _torch(self):
+        dtypes = self._torch_dtypes
+        if dtypes is None:
+            dtypes = self._torch_dtypes = [torch_dtype(self.out_dtype)] + [torch_dtype(d) for _, d in self.buffers]
+        return dtypes
 
     def launch(self, call, src, dst, generator, seed):
         """Draw, allocate and launch (inside ``call``'s launch context) from ``src`` into
         ``dst`` (arrays, or pointers for torch); returns the parameters (caller's kind)."""
         torch = call.kind == "torch"
-        u = uniforms(call, (self.n, self.draws), generator, seed, native=True)
+        u = uniforms(call, (self.out_shape[0], self.draws), generator, seed, native=True)
         named = {"src": src, "dst": dst, "u": pointer(u.data_ptr()) if torch else u}
         natives = []
         if torch:
-            dtypes = self._torch_dtypes
-            if dtypes is None:
-                dtypes = self._torch_dtypes = [torch_dtype(d) for _, d in self.buffers]
             tensor = call.tensor
-            for i, ((shape, _), dtype) in enumerate(zip(self.buffers, dtypes)):
+            for i, ((shape, _), dtype) in enumerate(zip(self.buffers, self._torch()[1:])):
                 t = tensor.new_empty(shape, dtype=dtype)
                 natives.append(t)
                 named[i] = pointer(t.data_ptr())
@@ -75,13 +79,11 @@ class DrawPlan:
         ``x`` (the general path stages it)."""
         if out is not None and overlap(x, out):
             return None
-        check_seed(seed)
         if kind == "torch":
             call = Prepared(TensorView(x), kind, True, x)
             with call.launch():
                 if out is None:
-                    dtype = torch_dtype(self.out_dtype)
-                    out = x.new_empty(self.out_shape, dtype=dtype)
+                    out = x.new_empty(self.out_shape, dtype=self._torch()[0])
                 params = self.launch(call, pointer(x.data_ptr()), pointer(out.data_ptr()), generator, seed)
             return out, params
         call = Prepared(x, kind, True)

@@ -126,7 +126,7 @@ def _hsv_plan(arr, dst, terms, order):
             None, None, i32(geo.h), i32(geo.w), *[i64(s) for s in _nyxc(geo)],
             *[i64(s) for s in _nyxc(dgeo)], None, i32(color_spec.SPEC.hsv_vector_block), i64(total)),
             {0: "src", 1: "dst", 12: 1}))
-    return DrawPlan(n, 3, [((n, 3), np.float64), ((n, 3, 256), np.uint8)], steps, 1, arr.shape, np.uint8)
+    return DrawPlan(3, [((n, 3), np.float64), ((n, 3, 256), np.uint8)], steps, 1, arr.shape, np.uint8)
 
 
 def _nyxc(geo):
@@ -246,7 +246,7 @@ def _jitter_plan(arr, dst, dtype, layout, order, lows, spans, enabled):
             None, None, i32(h), i32(w), *strides, *[i64(s) for s in _nyxc(dgeo)],
             None, None, None, i32(enabled), i64(total)), {0: "src", 1: "dst", 12: 0, 13: 1, 14: 2}))
     buffers = [((n, 4), np.float64), ((n, 4), np.int64), ((n,), np.float64)]
-    return DrawPlan(n, 8, buffers, steps, 2, arr.shape, dtype)
+    return DrawPlan(8, buffers, steps, 2, arr.shape, dtype)
 
 
 def _factor_range(name, value):
