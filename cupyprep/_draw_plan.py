@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import Prepared
 from ._launch import held, pointer
-from ._plans import overlap
+from ._plans import overlap, prepared
 from ._random import uniforms
-from ._torch import TensorView, torch_dtype
+from ._torch import torch_dtype
 
 __all__ = ["DrawPlan", "launch_step"]
 
@@ -80,13 +79,13 @@ class DrawPlan:
         if out is not None and overlap(x, out):
             return None
         if kind == "torch":
-            call = Prepared(TensorView(x), kind, True, x)
+            call = prepared(x, kind)
             with call.launch():
                 if out is None:
                     out = x.new_empty(self.out_shape, dtype=self._torch()[0])
                 params = self.launch(call, pointer(x.data_ptr()), pointer(out.data_ptr()), generator, seed)
             return out, params
-        call = Prepared(x, kind, True)
+        call = prepared(x, kind)
         with call.launch():
             if out is None:
                 out = call.xp.empty(self.out_shape, self.out_dtype)

@@ -26,7 +26,7 @@ from ._launch import held, held_bytes, pointer, ragged_records
 from ._torch import TensorView, torch_dtype
 
 __all__ = ["LaunchPlan", "PlanCache", "address", "argument", "array_key", "call_key", "clear_all", "list_key",
-           "options_key", "overlap", "run_chain"]
+           "options_key", "overlap", "prepared", "run_chain"]
 
 
 _KINDS: dict = {}  # type -> "torch" / "cupy" / "numpy" / None
@@ -222,7 +222,7 @@ class LaunchPlan:
                 images, pointers = (x,), [view.ptr if torch else address(x)]
             if self._overlaps(images, pointers, out, p_out):
                 return None
-        call = Prepared(view, kind, True, first) if torch else Prepared(first, kind, True)
+        call = prepared(first, kind, view)
         with call.launch():
             return self._launch(call, x, view.ptr if torch and self.ragged is None else None, pointers,
                                 out, p_out, values)
@@ -291,14 +291,23 @@ def run_chain(plans, x, kind, out=None):
     the intermediate arrays are new (none overlaps ``x`` or ``out``), and ``x`` is read
     whole before ``out`` is written (one stream), so ``out`` may be ``x``."""
     torch = kind == "torch"
-    call = Prepared(TensorView(x), kind, True, x) if torch else Prepared(x, kind, True)
     last = len(plans) - 1
+    call = prepared(x, kind)
     with call.launch():
         for k, plan in enumerate(plans):
             target = out if k == last else None
             p_out = None if target is None else address(target)
             x = plan._launch(call, x, x.data_ptr() if torch else None, None, target, p_out)
     return x
+
+
+def prepared(x, kind, view=None):
+    """A repeated call on ``x`` (a device array of ``kind``; ``view`` its
+    :class:`TensorView` where one is made already) as the general path prepares it: its
+    ``launch()`` enters the same launch context."""
+    if kind == "torch":
+        return Prepared(TensorView(x) if view is None else view, kind, True, x)
+    return Prepared(x, kind, True)
 
 
 def _positions(at):
