@@ -4,7 +4,9 @@
 # count of errors per tool at the end.
 #
 #   benchmarks/sanitize.sh [tool ...] [-- test files ...]
-#   TOOLS: memcheck racecheck initcheck synccheck (default: all); files default: tests/test_*.py
+#   TOOLS: memcheck racecheck initcheck synccheck (default: all); files default: the test files
+#   with GPU tests; SHARD=k/n: the k-th (1..n) of n parts of the files, every n-th from the
+#   k-th (the whole suite split across n device calls, each tool on every file of its part)
 #   JOBS=16: runs at once (tool x file pairs; the GPU is shared); BUDGET_S=300: each run stops
 #   after the test running when that many seconds are spent (benchmarks/_pytest_budget.py), so
 #   the tool still prints its summary; K="gpu": the pytest -m expression; BACKTRACE=device:
@@ -28,7 +30,20 @@ while [ $# -gt 0 ]; do
   tools+=("$1"); shift
 done
 [ ${#tools[@]} -eq 0 ] && tools=(memcheck racecheck initcheck synccheck)
-[ ${#files[@]} -eq 0 ] && files=(tests/test_*.py)
+if [ ${#files[@]} -eq 0 ]; then  # the files pytest collects tests of -m "$K" from
+  mapfile -t files < <(python -m pytest --collect-only -q -p no:cacheprovider -m "${K:-gpu}" tests 2>/dev/null |
+                       sed -n 's/::.*//p' | sort -u)
+fi
+if [ -n "${SHARD:-}" ]; then
+  k=${SHARD%/*}; n=${SHARD#*/}
+  if ! [[ "$k" =~ ^[0-9]+$ && "$n" =~ ^[0-9]+$ ]] || [ "$k" -lt 1 ] || [ "$k" -gt "$n" ]; then
+    echo "SHARD: expected k/n with 1 <= k <= n, got '$SHARD'" >&2
+    exit 2
+  fi
+  part=()
+  for i in "${!files[@]}"; do [ $((i % n)) -eq $((k - 1)) ] && part+=("${files[$i]}"); done
+  files=("${part[@]}")
+fi
 mkdir -p "$OUT_DIR"
 export CUPYPREP_TEST_NO_POOL=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=${PYTHONPATH:-.}
 export PYTEST_BUDGET_S=${BUDGET_S:-0}
