@@ -40,7 +40,7 @@ import numpy as np
 import pytest
 
 import cupyprep
-from conftest import random_image
+from conftest import random_image, torch_graphs_need_caching
 from op_cases import boxes_xyxy, flat, to_host
 
 WAIT = 120.0  # seconds a thread waits for the other before the test fails (no hang)
@@ -338,7 +338,10 @@ class CupyCapture:
 def skip_without_pool(kind, mode):
     """A CuPy capture in other than relaxed mode needs CuPy's pool (conftest turns it off
     for CUPYPREP_TEST_NO_POOL=1): there every allocation is a cudaMalloc, which the
-    capturing thread may not make."""
+    capturing thread may not make; a torch capture allocates into its graph only through
+    torch's caching allocator."""
+    if kind == "torch":
+        torch_graphs_need_caching()
     if kind == "cupy" and mode != "relaxed" and os.environ.get("CUPYPREP_TEST_NO_POOL") == "1":
         pytest.skip("a CuPy capture outside relaxed mode allocates from CuPy's pool, turned off here")
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import cupyprep
-from conftest import random_image, tune
+from conftest import random_image, torch_graphs_need_caching, tune
 from cupyprep import _allocators, _arrays, _streams, _torch, _transfers, interop
 from cupyprep._specs import nms as nms_spec
 from op_cases import _META, flat, image_ops, post_ops
@@ -649,6 +649,7 @@ def test_sync_free_ops_capture_in_a_cuda_graph(case):
     after the capture, for the capture's stream, from CuPy's pool and torch's, keep their
     bytes (an op whose tables or scratch came from a pool outside the graph's would have
     given that memory back when the captured call ended, and the replays would write it)."""
+    torch_graphs_need_caching()
     name, inputs, op = case
     args, fresh = _replay_inputs(inputs, lambda a: torch.from_numpy(a).cuda())
     want = [r.cpu().numpy() for r in flat(op(*fresh))]
@@ -754,6 +755,7 @@ def test_host_data_put_by_kernel_parameters(kernels, dtype, shape):
 @pytest.mark.gpu
 def test_readme_graph_example():
     """The CUDA graphs example of docs/streams-and-graphs.md, at a smaller size."""
+    torch_graphs_need_caching()
     rng = np.random.default_rng(13)
     next_frames = torch.from_numpy(random_image(rng, (3, 108, 192, 3), np.uint8)).cuda()
     frames = torch.empty((3, 108, 192, 3), dtype=torch.uint8, device="cuda")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import photo
+from conftest import photo, torch_graphs_need_caching
 
 import cupyprep
 from cupyprep import cpu
@@ -281,6 +281,7 @@ def test_gpu_photometric_torch_and_graph_replay(torch_cuda, opencv_block):
     aug, gains = cupyprep.hsv_gain(x, generator=gen)
     for got, img, r in zip(aug.cpu().numpy(), batch, gains.cpu().numpy()):
         np.testing.assert_array_equal(got, ultralytics_hsv(img, r))
+    torch_graphs_need_caching()
     graph = torch.cuda.CUDAGraph()
     graph.register_generator_state(gen)
     s = torch.cuda.Stream()

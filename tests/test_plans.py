@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import counting, random_image
+from conftest import counting, random_image, torch_graphs_need_caching
 
 import cupyprep
 from cupyprep import _kernels, _plans, _validate
@@ -301,6 +301,7 @@ def test_torch_replays_make_no_cupy_view_and_follow_the_stream(monkeypatch):
     general, _ = cupyprep.preprocess(frames_list, (640, 640))
     assert torch.equal(got, general)
     # captured into a CUDA graph (a replayed plan), then the graph replayed on new values
+    torch_graphs_need_caching()
     static = torch.from_numpy(frames[0]).cuda()
     cupyprep.preprocess(static, (640, 640), dtype="float16")
     graph = torch.cuda.CUDAGraph()
