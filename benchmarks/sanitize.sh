@@ -73,10 +73,12 @@ done
 wait
 echo "--- errors per tool (the ERROR SUMMARY lines, summed), and the tests each tool ran"
 for tool in "${tools[@]}"; do
-  n=$(cat "$OUT_DIR/$tool"-*.log 2>/dev/null | sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' |
+  # (racecheck ends with "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)")
+  n=$(cat "$OUT_DIR/$tool"-*.log 2>/dev/null |
+      sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p; s/.*RACECHECK SUMMARY: .*(\([0-9]*\) error.*/\1/p' |
       awk '{s+=$1} END {print s+0}')
   t=$(cat "$OUT_DIR/$tool"-*.log 2>/dev/null | sed -n 's/^\([0-9]*\) passed.*/\1/p; s/.* \([0-9]*\) passed.*/\1/p' |
       awk '{s+=$1} END {print s+0}')
-  runs=$(grep -l "ERROR SUMMARY" "$OUT_DIR/$tool"-*.log 2>/dev/null | wc -l)
+  runs=$(grep -l "ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT_DIR/$tool"-*.log 2>/dev/null | wc -l)
   echo "$tool: $n errors; $t tests passed in $runs runs that ended with a summary"
 done
