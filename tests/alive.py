@@ -16,12 +16,15 @@ def _device_objects():
     cupy = sys.modules.get("cupy")
     arrays = [o for o in objects if cupy is not None and isinstance(o, cupy.ndarray)]
     held = {id(a.data) for a in arrays}
+    pointers = [o for o in objects if cupy is not None and type(o) is cupy.cuda.MemoryPointer]
     for o in arrays:
         yield o, o.nbytes, f"cupy {o.dtype} {o.shape}"
-    for o in objects:
-        t = type(o)
-        if cupy is not None and t is cupy.cuda.MemoryPointer and id(o) not in held:
+    for o in pointers:
+        if id(o) not in held:
             yield o, o.mem.size, f"cupy MemoryPointer of {o.mem.size} bytes (no array)"
+    for o in objects:
+        if cupy is not None and isinstance(o, cupy.cuda.pinned_memory.PinnedMemory):
+            yield o, o.size, f"cupy PinnedMemory of {o.size} bytes (page-locked host memory)"
         elif torch is not None and isinstance(o, torch.Tensor) and o.is_cuda:
             yield o, o.element_size() * o.numel(), f"torch {o.dtype} {tuple(o.shape)}"
 
@@ -33,8 +36,11 @@ def _describe(r):
         return f"module {r.__name__}"
     if isinstance(r, dict):
         for m in list(sys.modules.values()):
-            if getattr(m, "__dict__", None) is r:
-                return f"globals of {m.__name__}"
+            try:  # (some entries are lazy loaders that import on any attribute)
+                if getattr(m, "__dict__", None) is r:
+                    return f"globals of {m.__name__}"
+            except (ImportError, AttributeError):
+                continue
         return f"dict of {len(r)} keys {list(r)[:4]!r}"[:160]
     if isinstance(r, (list, tuple)):
         return f"{type(r).__name__} of {len(r)}"
@@ -91,6 +97,45 @@ def _frame_holders(o, ignore):
     return holders
 
 
+_LIVE: dict = {}  # id of a tracked allocation -> (bytes, the stack that made it, as text)
+_TRACKING: list = []  # [True] once track_allocations() set the allocator
+
+
+def track_allocations():
+    """CuPy's allocator for a leak hunt: every allocation a ``cudaMalloc`` of its own (as
+    with no pool), recorded with the stack that made it until it is freed. CuPy's blocks
+    are not objects Python's collector sees (nor are the DLPack capsules or C extensions
+    that may hold one), so the report lists the blocks still allocated at the end, with
+    where each was made. The stack is kept as text, not frames: nothing is held alive."""
+    import traceback
+    import weakref
+
+    import cupy
+
+    class Tracked(cupy.cuda.memory.Memory):  # (a Python subclass can be weakly referenced)
+        pass
+
+    def malloc(size):
+        mem = Tracked(size)
+        key = id(mem)
+        _LIVE[key] = (size, "".join(traceback.format_stack(limit=14)[:-1]))
+        weakref.finalize(mem, _LIVE.pop, key, None)
+        return cupy.cuda.MemoryPointer(mem, 0)
+
+    cupy.cuda.set_allocator(malloc)
+    _TRACKING.append(True)
+
+
+def _live_blocks():
+    """The tracked allocations still made, by stack: ``(bytes, count, stack)``, most bytes
+    first."""
+    by_stack = {}
+    for size, stack in list(_LIVE.values()):
+        n, k = by_stack.get(stack, (0, 0))
+        by_stack[stack] = (n + size, k + 1)
+    return sorted(((n, k, stack) for stack, (n, k) in by_stack.items()), key=lambda x: -x[0])
+
+
 def report_alive(directory, session):
     gc.collect()
     with warnings.catch_warnings():  # isinstance() wakes some modules' deprecated names
@@ -100,9 +145,14 @@ def report_alive(directory, session):
     name = os.environ.get("PYTEST_XDIST_WORKER", "main")
     files = "-".join(os.path.basename(str(a)).replace(".py", "") for a in session.config.args)[:60]
     with open(os.path.join(directory, f"alive-{files}-{name}-{os.getpid()}.txt"), "w") as f:
-        f.write(f"{len(found)} device arrays alive, {sum(n for _, n, _ in found)} bytes\n")
+        f.write(f"{len(found)} device arrays and blocks alive, {sum(n for _, n, _ in found)} bytes\n")
         for o, nbytes, what in found[:25]:
             f.write(f"\n{nbytes} bytes: {what}\n")
             ignore = {id(found)} | {id(x) for x in found}
             f.writelines("    " + line + "\n" for line in _chain(o, 3, ignore))
             f.writelines("  frames held by: " + line + "\n" for line in _frame_holders(o, ignore)[:12])
+        if not _TRACKING:
+            return
+        blocks = _live_blocks()
+        f.write(f"\n{sum(k for _, k, _ in blocks)} CuPy allocations not freed, {sum(n for n, _, _ in blocks)} bytes\n")
+        f.writelines(f"\n{n} bytes in {k} allocations, made at:\n{stack}" for n, k, stack in blocks[:15])

@@ -45,6 +45,10 @@ def pytest_configure(config):
 
             cupy.cuda.set_allocator(None)
             cupy.cuda.set_pinned_memory_allocator(None)
+            if os.environ.get("CUPYPREP_TEST_ALIVE_DIR"):  # the same, each block's maker noted
+                from alive import track_allocations
+
+                track_allocations()
         except ImportError:
             pass
 

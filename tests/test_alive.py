@@ -1,0 +1,65 @@
+"""The leak hunt's report (tests/alive.py, for benchmarks/sanitize.sh): CuPy allocations
+tracked from the allocator until freed, each with the stack that made it."""
+from __future__ import annotations
+
+import gc
+import sys
+import types
+
+import alive
+import pytest
+
+
+class FakeMemory:  # CuPy's Memory as the tracker uses it: a size (no device here)
+    def __init__(self, size):
+        self.size = size
+
+
+class FakePointer:
+    def __init__(self, mem, offset):
+        self.mem, self.offset = mem, offset
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    chosen = []
+    cuda = types.SimpleNamespace(memory=types.SimpleNamespace(Memory=FakeMemory), MemoryPointer=FakePointer,
+                                 set_allocator=chosen.append)
+    with monkeypatch.context() as m:  # (only while the tracker is set up: it keeps the module)
+        m.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+        monkeypatch.setattr(alive, "_LIVE", {})
+        monkeypatch.setattr(alive, "_TRACKING", [])
+        alive.track_allocations()
+    monkeypatch.setattr(alive, "_device_objects", lambda: iter(()))  # (arrays: not this test's)
+    return chosen
+
+
+def make_image(malloc, size):
+    return malloc(size)
+
+
+def test_allocations_are_listed_until_freed_with_their_maker(fake_cupy, tmp_path):
+    (malloc,) = fake_cupy
+    kept = [make_image(malloc, 1000), make_image(malloc, 1000)]
+    freed = malloc(7)
+    del freed
+    gc.collect()
+    blocks = alive._live_blocks()
+    assert [(n, k) for n, k, _ in blocks] == [(2000, 2)]
+    assert "make_image" in blocks[0][2] and "test_allocations_are_listed" in blocks[0][2]
+    session = types.SimpleNamespace(config=types.SimpleNamespace(args=["tests/test_x.py"]))
+    alive.report_alive(str(tmp_path), session)
+    (report,) = tmp_path.iterdir()
+    text = report.read_text()
+    assert "2 CuPy allocations not freed, 2000 bytes" in text and "make_image" in text
+    del kept
+    gc.collect()
+    assert alive._live_blocks() == []
+
+
+def test_no_tracking_no_allocation_section(fake_cupy, monkeypatch, tmp_path):
+    monkeypatch.setattr(alive, "_TRACKING", [])
+    session = types.SimpleNamespace(config=types.SimpleNamespace(args=["tests/test_x.py"]))
+    alive.report_alive(str(tmp_path), session)
+    (report,) = tmp_path.iterdir()
+    assert "not freed" not in report.read_text()
