@@ -71,6 +71,13 @@ def pytest_sessionfinish(session, exitstatus):
     _transfers.drop_constants()
     interop.release_graph_memory()
     gc.collect()
+    # CuPy keeps the page-locked staging buffer of a host-to-device copy (cupy.asarray of a
+    # NumPy array) until its event is seen done, which only its next such copy checks: the
+    # last one of a session would stay. Adding an event that is done (never recorded) has
+    # CuPy release every finished one (and keep nothing itself)
+    from cupy.cuda import pinned_memory
+
+    pinned_memory._add_to_watch_list(cupy.cuda.Event(), None)
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.synchronize()
