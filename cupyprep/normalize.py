@@ -84,9 +84,7 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
     # (mean / std as arrays or tensors get no key: they could change in place)
     kind, key, found = _PLANS.find(img, out, (mean, std, scale, swap_rb, layout, dtype))
     if found is not None:
-        if found.extra is not None:
-            _validate.units(*found.extra)
-        native = found.run(img, kind, out)
+        native = _replay(found, img, kind, out)
         if native is not None:
             return native
     call = _arrays.prepare(img, "img")
@@ -179,9 +177,7 @@ def denormalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="C
     key = _plans.call_key(img, out, (mean, std, scale, swap_rb, layout, dtype, "denormalize"), 0)
     found = None if key is None else _DENORMALIZE.get(key[1])
     if found is not None:  # normalize's launch on the channels-last view: the same pointer
-        if found.extra is not None:
-            _validate.units(*found.extra)
-        native = found.run(img, key[0], out)
+        native = _replay(found, img, key[0], out)
         if native is not None:
             return native
     _validate.choice("layout", layout, _validate.LAYOUTS)
@@ -228,6 +224,14 @@ def denormalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="C
         if plan is not None:
             _DENORMALIZE.put(key[1], plan)
     return native
+
+
+def _replay(plan, img, kind, out):
+    """A stored plan of :func:`normalize` run on ``img`` with the one check a repeat still
+    makes (the units warning, where mean / std were given); None where ``out`` overlaps."""
+    if plan.extra is not None:
+        _validate.units(*plan.extra)
+    return plan.run(img, kind, out)
 
 
 def _channels_last(img, batched):
