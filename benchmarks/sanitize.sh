@@ -5,7 +5,7 @@
 #
 #   benchmarks/sanitize.sh [tool ...] [-- test files ...]
 #   TOOLS: memcheck racecheck initcheck synccheck (default: all); files default: the test files
-#   with GPU tests; SHARD=k/n: the k-th (1..n) of n parts of the files, every n-th from the
+#   with GPU tests, most tests first (the long runs start first); SHARD=k/n: the k-th (1..n) of n parts of the files, every n-th from the
 #   k-th (the whole suite split across n device calls, each tool on every file of its part)
 #   JOBS=16: runs at once (tool x file pairs; the GPU is shared); BUDGET_S=300: each run stops
 #   after the test running when that many seconds are spent (benchmarks/_pytest_budget.py), so
@@ -30,9 +30,9 @@ while [ $# -gt 0 ]; do
   tools+=("$1"); shift
 done
 [ ${#tools[@]} -eq 0 ] && tools=(memcheck racecheck initcheck synccheck)
-if [ ${#files[@]} -eq 0 ]; then  # the files pytest collects tests of -m "$K" from
+if [ ${#files[@]} -eq 0 ]; then  # the files pytest collects tests of -m "$K" from, most tests first
   mapfile -t files < <(python -m pytest --collect-only -q -p no:cacheprovider -m "${K:-gpu}" tests 2>/dev/null |
-                       sed -n 's/::.*//p' | sort -u)
+                       sed -n 's/::.*//p' | sort | uniq -c | sort -k1,1nr -k2 | awk '{print $2}')
 fi
 if [ -n "${SHARD:-}" ]; then
   k=${SHARD%/*}; n=${SHARD#*/}
