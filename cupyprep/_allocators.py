@@ -134,8 +134,10 @@ class DeviceMemoryError(MemoryError):
     allocation that failed (None where the allocator did not say), ``device`` the device.
 
     Raised from the allocator's own error (its ``__cause__``); it is also an instance of
-    that error's type (``cupy.cuda.memory.OutOfMemoryError`` or ``torch.OutOfMemoryError``),
-    so handlers written for those still catch it. Nothing of the failed call stays
+    that error's type (``cupy.cuda.memory.OutOfMemoryError`` or ``torch.OutOfMemoryError``;
+    without the pools, the CUDA error of the failed ``cudaMalloc``: CuPy's
+    ``CUDARuntimeError``, ``torch.AcceleratorError``), so handlers written for those still
+    catch it. Nothing of the failed call stays
     allocated: the next call, with memory to spare, works."""
 
     def __init__(self, message, op=None, nbytes=None, device=None):
@@ -150,16 +152,27 @@ _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40
 _error_types: dict = {}
 
 
-def _oom_types():
-    """The allocators' out-of-memory exception types among those imported."""
-    types = []
+def _is_out_of_memory(exc):
+    """Whether ``exc`` is an allocator's out-of-memory error: the pools' own types (CuPy's
+    ``OutOfMemoryError``, ``torch.OutOfMemoryError``), or the CUDA error of a plain
+    ``cudaMalloc`` (``cudaErrorMemoryAllocation``) that CuPy without its pool
+    (``cupy.cuda.set_allocator(None)``) and torch without its caching allocator raise."""
     cupy = sys.modules.get("cupy")
     if cupy is not None:
-        types.append(cupy.cuda.memory.OutOfMemoryError)
+        if isinstance(exc, cupy.cuda.memory.OutOfMemoryError):
+            return True
+        if isinstance(exc, cupy.cuda.runtime.CUDARuntimeError):
+            return getattr(exc, "status", None) == _CUDA_ERROR_MEMORY_ALLOCATION
     torch = sys.modules.get("torch")
-    if torch is not None and hasattr(torch, "OutOfMemoryError"):
-        types.append(torch.OutOfMemoryError)
-    return tuple(types)
+    if torch is not None:
+        if isinstance(exc, getattr(torch, "OutOfMemoryError", ())):
+            return True
+        if isinstance(exc, getattr(torch, "AcceleratorError", ())):
+            return "CUDA error: out of memory" in str(exc)
+    return False
+
+
+_CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation
 
 
 def _asked(exc):
@@ -176,7 +189,7 @@ def _asked(exc):
 def out_of_memory(exc, op, device=None):
     """A :class:`DeviceMemoryError` for the allocator error ``exc`` in ``op``, or None where
     ``exc`` is not an out-of-memory error (or is one of ours already)."""
-    if isinstance(exc, DeviceMemoryError) or not isinstance(exc, _oom_types()):
+    if isinstance(exc, DeviceMemoryError) or not _is_out_of_memory(exc):
         return None
     base = type(exc)
     cls = _error_types.get(base)
@@ -184,9 +197,13 @@ def out_of_memory(exc, op, device=None):
         cls = _error_types[base] = type(f"DeviceMemoryError[{base.__module__}.{base.__name__}]",
                                         (DeviceMemoryError, base), {"__module__": __name__})
     nbytes = _asked(exc)
-    asked = f"{nbytes:,} bytes ({nbytes / 2**20:.1f} MiB)" if nbytes is not None else "memory"
+    asked = (f"{nbytes:,} bytes ({nbytes / 2**20:.1f} MiB)" if nbytes is not None
+             else "more than was free (the allocator did not say how much)")
     where = f" on device {device}" if device is not None else ""
-    return cls(f"{op}: out of device memory{where}: asked for {asked}; use smaller batches, free "
-               f"memory held elsewhere (CuPy's pool: cupy.get_default_memory_pool().free_all_blocks(); "
-               f"torch: torch.cuda.empty_cache()) or another device. The allocator said: {exc}",
-               op=op, nbytes=nbytes, device=device)
+    error = cls(f"{op}: out of device memory{where}: asked for {asked}; use smaller batches, free "
+                f"memory held elsewhere (CuPy's pool: cupy.get_default_memory_pool().free_all_blocks(); "
+                f"torch: torch.cuda.empty_cache()) or another device. The allocator said: {exc}",
+                op=op, nbytes=nbytes, device=device)
+    if hasattr(exc, "status"):  # CuPy's CUDARuntimeError: its CUDA status, as handlers read it
+        error.status = exc.status
+    return error

@@ -36,8 +36,24 @@ def torch_oom(nbytes):
                                   f"GPU 0 has a total capacity of 79.19 GiB")
 
 
+def cupy_malloc_oom(nbytes):
+    """What CuPy without its pool raises (``cupy.cuda.set_allocator(None)``): the failed
+    cudaMalloc's CUDA error, without the size."""
+    cupy = pytest.importorskip("cupy")
+    return cupy.cuda.runtime.CUDARuntimeError(2)  # cudaErrorMemoryAllocation
+
+
+def torch_malloc_oom(nbytes):
+    """What torch without its caching allocator raises (PYTORCH_NO_CUDA_MEMORY_CACHING=1)."""
+    torch = pytest.importorskip("torch")
+    return torch.AcceleratorError("CUDA error: out of memory\nCUDA kernel errors might be "
+                                  "asynchronously reported at some other API call")
+
+
 @pytest.mark.emulated
-@pytest.mark.parametrize("make_error, base", [(cupy_oom, "cupy"), (torch_oom, "torch")])
+@pytest.mark.parametrize("make_error, base", [(cupy_oom, "cupy"), (torch_oom, "torch"),
+                                              (cupy_malloc_oom, "cupy malloc"),
+                                              (torch_malloc_oom, "torch malloc")])
 def test_out_of_memory_names_the_op_and_size_and_the_next_call_works(monkeypatch, make_error, base):
     from cupyprep.testing import emulate
 
@@ -55,12 +71,17 @@ def test_out_of_memory_names_the_op_and_size_and_the_next_call_works(monkeypatch
 
             assert err.nbytes == asked and f"{asked:,} bytes" in str(err)
             assert isinstance(err, cupy.cuda.memory.OutOfMemoryError)  # old handlers still catch it
-        else:
+        elif base == "torch":
             import torch
 
             assert abs(err.nbytes - asked) <= 0.01 * 2**20  # torch's message rounds to 0.01 MiB
             assert isinstance(err, torch.OutOfMemoryError)
-        assert isinstance(err, MemoryError) and type(err.__cause__).__name__ == "OutOfMemoryError"
+        else:  # a plain cudaMalloc's error does not say the size
+            assert err.nbytes is None and "the allocator did not say how much" in str(err)
+            assert isinstance(err, type(make_error(0)))
+            if base == "cupy malloc":
+                assert err.status == 2
+        assert isinstance(err, MemoryError) and type(err.__cause__) is type(make_error(0))
         out = cupyprep.resize(img, (300, 200))  # the allocator works again: so does the op
     assert out.shape == (300, 200, 3)
 
@@ -82,11 +103,20 @@ def test_other_errors_pass_unchanged():
 
     assert _allocators.out_of_memory(RuntimeError("CUDA error: an illegal memory access"), "x") is None
     assert _allocators.out_of_memory(MemoryError("host"), "x") is None
+    cupy = pytest.importorskip("cupy")
+    assert _allocators.out_of_memory(cupy.cuda.runtime.CUDARuntimeError(700), "x") is None
+    torch = pytest.importorskip("torch")
+    assert _allocators.out_of_memory(torch.AcceleratorError("CUDA error: an illegal memory access"), "x") is None
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kind", ["cupy", "torch"])
+@pytest.mark.parametrize("kind", ["cupy", "cupy without pool", "torch"])
 def test_gpu_a_batch_too_large_for_the_device(kind):
+    """Also without the pools (CuPy's raw allocator here; torch's caching allocator off under
+    benchmarks/sanitize.sh), where the failed cudaMalloc's CUDA error does not say the size."""
+    import contextlib
+    import os
+
     import cupy
 
     total = cupy.cuda.runtime.memGetInfo()[1]
@@ -95,12 +125,19 @@ def test_gpu_a_batch_too_large_for_the_device(kind):
     if kind == "torch":
         torch = pytest.importorskip("torch")
         x = torch.from_numpy(img).cuda()
+        pooled = os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") != "1"
     else:
         x = cupy.asarray(img)
-    with pytest.raises(cupyprep.DeviceMemoryError) as info:
+        pooled = kind == "cupy" and os.environ.get("CUPYPREP_TEST_NO_POOL") != "1"
+    raw = cupy.cuda.using_allocator(None) if kind == "cupy without pool" else contextlib.nullcontext()
+    with raw, pytest.raises(cupyprep.DeviceMemoryError) as info:
         cupyprep.resize(x, (side, side))
     assert info.value.op == "cupyprep.resize" and info.value.device == 0
-    assert info.value.nbytes is not None and info.value.nbytes >= side * side * 4 * 0.99
-    small = cupyprep.resize(x, (32, 32))
+    if pooled:
+        assert info.value.nbytes is not None and info.value.nbytes >= side * side * 4 * 0.99
+    else:
+        assert info.value.nbytes is None and "did not say how much" in str(info.value)
+    with raw:
+        small = cupyprep.resize(x, (32, 32))
     got = cupy.asnumpy(small) if kind == "cupy" else small.cpu().numpy()
     np.testing.assert_array_equal(got, np.zeros((32, 32, 1), np.float32))
