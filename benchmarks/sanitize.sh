@@ -5,15 +5,18 @@
 #
 #   benchmarks/sanitize.sh [tool ...] [-- test files ...]
 #   TOOLS: memcheck racecheck initcheck synccheck (default: all); files default: the test files
-#   with GPU tests, most tests first (the long runs start first); SHARD=k/n: the k-th (1..n) of n parts of the files, every n-th from the
-#   k-th (the whole suite split across n device calls, each tool on every file of its part)
+#   with GPU tests, most tests first (the long runs start first); SHARD=k/n: the k-th (1..n)
+#   of n parts of the files, every n-th from the k-th (the whole suite split across n device
+#   calls, each tool on every file of its part)
 #   JOBS=16: runs at once (tool x file pairs; the GPU is shared); BUDGET_S=300: each run stops
 #   after the test running when that many seconds are spent (benchmarks/_pytest_budget.py), so
 #   the tool still prints its summary; K="gpu": the pytest -m expression; BACKTRACE=device:
-#   memcheck's --show-backtrace (see below).
+#   the tools' --show-backtrace (see below).
 # CuPy's pool is off (CUPYPREP_TEST_NO_POOL=1, honoured by tests/conftest.py) so the leak
 # check sees every block; torch's caching allocator is off too (PYTORCH_NO_CUDA_MEMORY_CACHING);
-# $OUT_DIR/alive gets each run's report of the device arrays alive at its end.
+# $OUT_DIR/alive gets each run's report of the device arrays alive at its end. The tests see
+# CUPYPREP_TEST_SANITIZER=<tool> (tests/conftest.py skips those that time the GPU against the
+# host, and those that need the pools).
 set -u
 OUT_DIR=${OUT_DIR:-sanitizer-logs}
 SAN=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || true)}
@@ -52,13 +55,15 @@ export PYTEST_BUDGET_S=${BUDGET_S:-0}
 export CUPYPREP_TEST_ALIVE_DIR=${CUPYPREP_TEST_ALIVE_DIR:-$OUT_DIR/alive}
 one() {  # tool file
   local tool=$1 f=$2 extra=()
-  # memcheck's leak check: host backtraces off (BACKTRACE=device). The tool records each
-  # CUDA call's host backtrace, Python frames included, and keeps those frames, so every
-  # array a frame held at an allocation or launch stays alive to the end and is reported
-  # as leaked; BACKTRACE=yes shows them (where an invalid access came from)
-  [ "$tool" = memcheck ] && extra=(--leak-check full --show-backtrace "${BACKTRACE:-device}")
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
   local log="$OUT_DIR/$tool-$(basename "$f" .py).log"
-  "$SAN" --tool "$tool" "${extra[@]}" --error-exitcode 0 --print-limit 200 \
+  # host backtraces off (BACKTRACE=device), for every tool: the tools record each CUDA
+  # call's host backtrace, Python frames included, and keep those frames, so every array a
+  # frame held at an allocation or launch stays alive to the end (memcheck reports it as
+  # leaked; tests of what a plan or cache keeps alive fail). BACKTRACE=yes shows them (where
+  # a reported access came from)
+  CUPYPREP_TEST_SANITIZER=$tool "$SAN" --tool "$tool" "${extra[@]}" --show-backtrace "${BACKTRACE:-device}" \
+    --error-exitcode 0 --print-limit 200 \
     python -m pytest -q -p no:xdist -p no:cacheprovider -p benchmarks._pytest_budget -m "${K:-gpu}" "$f" >"$log" 2>&1
   echo "$tool $f: $(grep -c '^========= ' "$log") sanitizer lines; $(grep -E ' passed| failed| skipped' "$log" | tail -1)"
 }

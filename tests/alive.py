@@ -97,6 +97,32 @@ def _frame_holders(o, ignore):
     return holders
 
 
+def release_kept_blocks():
+    """Let go of every block cupyprep keeps on purpose (launch plans, uploaded tables, graph
+    memory), collect garbage, and have CuPy and torch give back what they cache, so that a
+    leak check at exit reports only blocks nothing owns. CuPy keeps the page-locked staging
+    buffer of a host-to-device copy (``cupy.asarray`` of a NumPy array) until its event is
+    seen done, which only its next such copy checks: an event that is done (never
+    recorded) added to its watch list has it release every finished one."""
+    import cupy
+    from cupy.cuda import pinned_memory
+
+    from cupyprep import _plans, _transfers, interop
+
+    cupy.cuda.Device().synchronize()
+    _plans.clear_all()
+    _transfers.drop_constants()
+    interop.release_graph_memory()
+    gc.collect()
+    pinned_memory._add_to_watch_list(cupy.cuda.Event(), None)
+    cupy.get_default_memory_pool().free_all_blocks()
+    cupy.get_default_pinned_memory_pool().free_all_blocks()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
 _LIVE: dict = {}  # id of a tracked allocation -> (bytes, the stack that made it, as text)
 _TRACKING: list = []  # [True] once track_allocations() set the allocator
 

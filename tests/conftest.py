@@ -60,28 +60,9 @@ def pytest_sessionfinish(session, exitstatus):
     alive_dir = os.environ.get("CUPYPREP_TEST_ALIVE_DIR")
     if (os.environ.get("CUPYPREP_TEST_NO_POOL") != "1" and not alive_dir) or not cuda_available():
         return
-    import gc
+    from alive import release_kept_blocks
 
-    import cupy
-
-    from cupyprep import _plans, _transfers, interop
-
-    cupy.cuda.Device().synchronize()
-    _plans.clear_all()
-    _transfers.drop_constants()
-    interop.release_graph_memory()
-    gc.collect()
-    # CuPy keeps the page-locked staging buffer of a host-to-device copy (cupy.asarray of a
-    # NumPy array) until its event is seen done, which only its next such copy checks: the
-    # last one of a session would stay. Adding an event that is done (never recorded) has
-    # CuPy release every finished one (and keep nothing itself)
-    from cupy.cuda import pinned_memory
-
-    pinned_memory._add_to_watch_list(cupy.cuda.Event(), None)
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
+    release_kept_blocks()
     if alive_dir:  # which device arrays outlive the session, and who holds them
         from alive import report_alive
 
@@ -109,6 +90,26 @@ def torch_graphs_need_caching():
     if os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1":
         pytest.skip("torch captures allocations into a CUDA graph only through its caching "
                     "allocator, which PYTORCH_NO_CUDA_MEMORY_CACHING=1 turns off")
+
+
+def needs_pools():
+    """Skip a test that reads CuPy's pool or torch's caching allocator (their counts, their
+    reuse of blocks, device memory flat across calls), or allocates inside a CuPy capture,
+    when benchmarks/sanitize.sh has turned both off (``CUPYPREP_TEST_NO_POOL=1``,
+    ``PYTORCH_NO_CUDA_MEMORY_CACHING=1``) for the leak check."""
+    if os.environ.get("CUPYPREP_TEST_NO_POOL") == "1" or os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1":
+        pytest.skip("reads or needs CuPy's pool and torch's caching allocator, which the "
+                    "sanitizer runs turn off")
+
+
+def not_under_sanitizer():
+    """Skip a test that times the GPU against the host (an op returning while a long kernel
+    still runs) under compute-sanitizer (benchmarks/sanitize.sh sets
+    ``CUPYPREP_TEST_SANITIZER``): its tools run each kernel to its end before the launching
+    call returns."""
+    if os.environ.get("CUPYPREP_TEST_SANITIZER"):
+        pytest.skip("compute-sanitizer runs each launch to its end before returning: no call "
+                    "can return while the GPU is busy")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -12,7 +12,7 @@ import pathlib
 
 import numpy as np
 import pytest
-from conftest import photo
+from conftest import needs_pools, photo
 
 import cupyprep
 from cupyprep import DecodeError, DecodeFailure, _decoders
@@ -727,6 +727,7 @@ def test_gpu_cupyprep_stream_is_honoured(nvimgcodec):
 
 @pytest.mark.gpu
 def test_gpu_like_torch_uses_torchs_allocator_and_stream(nvimgcodec):
+    needs_pools()
     torch = pytest.importorskip("torch")
     blobs = [jpeg(bgr(n)) for n in PHOTOS] + [png(bgr("camera"))]
     refs = [cv2_decode(b) for b in blobs]
@@ -821,6 +822,7 @@ def test_gpu_memory_stays_flat_over_10000_images(nvimgcodec):
     """10,000 images decoded in batches of 40 (CuPy out, and torch out): after the first
     batches, device memory (the driver's count, which includes nvImageCodec's own pool
     and CuPy's and torch's caches) and the process's resident host memory stay flat."""
+    needs_pools()
     pytest.importorskip("torch")
     import cupy
 

@@ -19,13 +19,18 @@ BACKENDS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
 
 def run_example(script, backend, cwd, *args):
     """Run examples/``script`` in a fresh interpreter in ``cwd``; returns its stdout. The
-    CPU backend hides every CUDA device from it, so CuPy and torch find none."""
+    CPU backend hides every CUDA device from it, so CuPy and torch find none; under the
+    sanitizer runs the GPU backend runs it through tests/example_runner.py."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    command = [sys.executable, str(ROOT / "examples" / script), *args]
     if backend == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / script), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    elif os.environ.get("CUPYPREP_TEST_NO_POOL") == "1":  # benchmarks/sanitize.sh: pools off,
+        # and what the script and the libraries keep released before the leak check at exit
+        command[1:1] = [str(ROOT / "tests" / "example_runner.py")]
+        env["PYTHONPATH"] += os.pathsep + str(ROOT / "tests")
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"{script} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 

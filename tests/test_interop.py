@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import cupyprep
-from conftest import random_image, torch_graphs_need_caching, tune
+from conftest import needs_pools, not_under_sanitizer, random_image, torch_graphs_need_caching, tune
 from cupyprep import _allocators, _arrays, _streams, _torch, _transfers, interop
 from cupyprep._specs import nms as nms_spec
 from op_cases import _META, flat, image_ops, post_ops
@@ -119,6 +119,7 @@ def test_release_graph_memory_gives_a_cupy_capture_back_to_the_pool():
     """After a CuPy capture of an op, its blocks stay in use from CuPy's pool though graph
     and outputs are gone; release_graph_memory gives them back (the pool's bytes in use
     fall by what it returns), and a new capture replays as before."""
+    needs_pools()
     import cupy
 
     x = cupy.asarray(random_image(np.random.default_rng(12), (2, 64, 80, 3), np.uint8))
@@ -559,6 +560,7 @@ def test_sync_free_ops_do_not_wait_for_the_gpu(case):
     """Called on a stream busy with a long kernel, the op returns while that kernel still
     runs: it queued its work without reading anything back (which would wait for the
     stream), so a pipeline can prepare the next batch while the model runs."""
+    not_under_sanitizer()
     name, inputs, op = case
     args = [torch.from_numpy(np.asarray(a)).cuda() for a in inputs]
     op(*args)  # kernels compiled and loaded, pools warm
@@ -781,6 +783,7 @@ def test_host_copies_and_read_backs_under_capture_name_what(case, monkeypatch):
     a value back, raises under capture a ValueError naming what it copies or reads (and
     how to avoid it), before the copy or read (which would invalidate the capture); the
     capture then ends cleanly and CUDA stays usable."""
+    torch_graphs_need_caching()
     name, inputs, op, what = case
     if name == "multiclass_nms_count":
         tune(monkeypatch, nms_spec, mask_budget=0)  # it counts the candidates first
@@ -802,6 +805,7 @@ def test_random_affine_captures_with_a_registered_generator():
     """random_affine draws from a torch generator: one the graph knows of
     (``register_generator_state``) is captured, and each replay draws new matrices, whose
     warp is the images warped by them."""
+    torch_graphs_need_caching()
     x = torch.from_numpy(random_image(np.random.default_rng(11), (3, 40, 50, 3), np.uint8)).cuda()
     gen = torch.Generator(device="cuda")
     gen.manual_seed(3)
@@ -828,6 +832,7 @@ def test_random_affine_captures_with_a_registered_generator():
 def test_area_resize_tables_stay_on_the_device():
     """The area resize's tables are made once per geometry: a first call of new sizes under
     capture is refused (naming them), one made before lets the same sizes be captured."""
+    torch_graphs_need_caching()
     x = torch.randint(0, 256, (2, 31, 45, 3), dtype=torch.uint8, device="cuda")
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -851,6 +856,7 @@ def test_captured_tables_outlive_the_cache(monkeypatch):
     reads: after more new tables than the cache keeps, with the dropped tables' memory
     handed out again and overwritten, the graph of an area resize still replays what a
     fresh call computes."""
+    torch_graphs_need_caching()
     import cupy
 
     monkeypatch.setattr(_transfers, "_CONSTANTS_MAX", 8)
@@ -931,6 +937,7 @@ def test_stream_on_another_device_is_refused():
 
 @pytest.mark.gpu
 def test_use_torch_allocator_counts_outputs_in_torch():
+    needs_pools()
     import cupy
 
     frames = cupy.zeros((4, 540, 960, 3), cupy.uint8)

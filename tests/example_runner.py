@@ -1,0 +1,30 @@
+"""``python tests/example_runner.py examples/x.py [args]``: runs the example as ``python
+examples/x.py [args]`` would, for the sanitizer runs (benchmarks/sanitize.sh, through
+tests/test_examples.py): CuPy's pools off, as in the test process, and at the end the
+script's globals dropped and what cupyprep and the libraries keep released, so the leak
+check at the process's exit reports only blocks nothing owns (a script's arrays in its
+globals, or a pool's cache, at exit are no leak)."""
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+
+
+def main():
+    script, *args = sys.argv[1:]
+    import cupy
+
+    cupy.cuda.set_allocator(None)
+    cupy.cuda.set_pinned_memory_allocator(None)
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as python script.py has it
+    names = runpy.run_path(script, run_name="__main__")
+    names.clear()
+    from alive import release_kept_blocks
+
+    release_kept_blocks()
+
+
+if __name__ == "__main__":
+    main()
