@@ -11,7 +11,8 @@
 #   JOBS=16: runs at once (tool x file pairs; the GPU is shared); BUDGET_S=300: each run stops
 #   after the test running when that many seconds are spent (benchmarks/_pytest_budget.py), so
 #   the tool still prints its summary; K="gpu": the pytest -m expression; BACKTRACE=device:
-#   the tools' --show-backtrace (see below).
+#   the tools' --show-backtrace (see below); PRINT_LIMIT=200: the errors (each leak is one)
+#   each run prints in full.
 # CuPy's pool is off (CUPYPREP_TEST_NO_POOL=1, honoured by tests/conftest.py) so the leak
 # check sees every block; torch's caching allocator is off too (PYTORCH_NO_CUDA_MEMORY_CACHING);
 # $OUT_DIR/alive gets each run's report of the device arrays alive at its end. The tests see
@@ -63,7 +64,7 @@ one() {  # tool file
   # leaked; tests of what a plan or cache keeps alive fail). BACKTRACE=yes shows them (where
   # a reported access came from)
   CUPYPREP_TEST_SANITIZER=$tool "$SAN" --tool "$tool" "${extra[@]}" --show-backtrace "${BACKTRACE:-device}" \
-    --error-exitcode 0 --print-limit 200 \
+    --error-exitcode 0 --print-limit "${PRINT_LIMIT:-200}" \
     python -m pytest -q -p no:xdist -p no:cacheprovider -p benchmarks._pytest_budget -m "${K:-gpu}" "$f" >"$log" 2>&1
   echo "$tool $f: $(grep -c '^========= ' "$log") sanitizer lines; $(grep -E ' passed| failed| skipped' "$log" | tail -1)"
 }

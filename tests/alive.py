@@ -114,6 +114,7 @@ def release_kept_blocks():
     _transfers.drop_constants()
     interop.release_graph_memory()
     gc.collect()
+    cupy.cuda.Device().synchronize()  # (copies a finalizer or a lingering thread queued)
     pinned_memory._add_to_watch_list(cupy.cuda.Event(), None)
     cupy.get_default_memory_pool().free_all_blocks()
     cupy.get_default_pinned_memory_pool().free_all_blocks()
@@ -121,6 +122,10 @@ def release_kept_blocks():
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
+        # torch's page-locked host cache (tensor.pin_memory()) keeps its blocks to the end
+        host_empty = getattr(torch._C, "_host_emptyCache", None)
+        if host_empty is not None:
+            host_empty()
 
 
 _LIVE: dict = {}  # id of a tracked allocation -> (bytes, the stack that made it, as text)

@@ -102,14 +102,14 @@ def needs_pools():
                     "sanitizer runs turn off")
 
 
-def not_under_sanitizer():
-    """Skip a test that times the GPU against the host (an op returning while a long kernel
-    still runs) under compute-sanitizer (benchmarks/sanitize.sh sets
-    ``CUPYPREP_TEST_SANITIZER``): its tools run each kernel to its end before the launching
-    call returns."""
+def not_under_sanitizer(why="compute-sanitizer runs each launch to its end before returning: "
+                             "no call can return while the GPU is busy"):
+    """Skip a test under compute-sanitizer (benchmarks/sanitize.sh sets
+    ``CUPYPREP_TEST_SANITIZER``): by default one that times the GPU against the host (an op
+    returning while a long kernel still runs), as the tools run each kernel to its end
+    before the launching call returns; ``why`` says another reason."""
     if os.environ.get("CUPYPREP_TEST_SANITIZER"):
-        pytest.skip("compute-sanitizer runs each launch to its end before returning: no call "
-                    "can return while the GPU is busy")
+        pytest.skip(why)
 
 
 def pytest_collection_modifyitems(config, items):

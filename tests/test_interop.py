@@ -917,7 +917,8 @@ def test_op_runs_on_the_chosen_stream():
     """Work queued on B before the op delays it: the op is on B, not on the current stream."""
     b = torch.cuda.Stream()
     frames = torch.full((2, 64, 64, 3), 7, dtype=torch.uint8, device="cuda")
-    torch.cuda.synchronize()
+    cupyprep.preprocess(frames, (32, 32), scale=1.0, swap_rb=False)  # compiled (a cold kernel
+    torch.cuda.synchronize()  # cache takes longer than the spin), planned
     _spin(b, 300)
     with cupyprep.stream(b):
         batch, _ = cupyprep.preprocess(frames, (32, 32), scale=1.0, swap_rb=False)
