@@ -167,6 +167,28 @@ def _live_blocks():
     return sorted(((n, k, stack) for stack, (n, k) in by_stack.items()), key=lambda x: -x[0])
 
 
+def _watch_list_report():
+    """The page-locked buffers CuPy still holds for copies it has not seen finished (its
+    watch list: ``(event, buffer)`` pairs, released from the front while the front event is
+    done), each with whether its event is done now: a done event behind one that is not
+    says which copy holds the rest."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None:
+        return ""
+    watcher_type = getattr(cupy.cuda.pinned_memory, "_EventWatcher", None)
+    watchers = [o for o in gc.get_objects() if watcher_type is not None and isinstance(o, watcher_type)]
+    entries = [e for w in watchers for r in gc.get_referents(w) if isinstance(r, list) for e in r]
+    lines = [f"\nCuPy's watch list of page-locked copy buffers: {len(entries)} entries\n"]
+    for event, obj in entries[:20]:
+        try:
+            done = event.done
+        except Exception as exc:  # (an event of a capture, a lost context: say so)
+            done = f"unknown ({exc!r})"
+        size = getattr(getattr(obj, "mem", None), "size", None)
+        lines.append(f"    event done: {done}; holds {type(obj).__name__} of {size} bytes\n")
+    return "".join(lines)
+
+
 def report_alive(directory, session):
     gc.collect()
     with warnings.catch_warnings():  # isinstance() wakes some modules' deprecated names
@@ -182,6 +204,7 @@ def report_alive(directory, session):
             ignore = {id(found)} | {id(x) for x in found}
             f.writelines("    " + line + "\n" for line in _chain(o, 3, ignore))
             f.writelines("  frames held by: " + line + "\n" for line in _frame_holders(o, ignore)[:12])
+        f.write(_watch_list_report())
         if not _TRACKING:
             return
         blocks = _live_blocks()
