@@ -137,8 +137,8 @@ class DeviceMemoryError(MemoryError):
     that error's type (``cupy.cuda.memory.OutOfMemoryError`` or ``torch.OutOfMemoryError``;
     without the pools, the CUDA error of the failed ``cudaMalloc``: CuPy's
     ``CUDARuntimeError``, ``torch.AcceleratorError``), so handlers written for those still
-    catch it. Nothing of the failed call stays
-    allocated: the next call, with memory to spare, works."""
+    catch it. Nothing of the failed call stays allocated: the next call, with memory to
+    spare, works."""
 
     def __init__(self, message, op=None, nbytes=None, device=None):
         MemoryError.__init__(self, message)
