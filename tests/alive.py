@@ -122,10 +122,12 @@ def release_kept_blocks():
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
-        # torch's page-locked host cache (tensor.pin_memory()) keeps its blocks to the end
-        host_empty = getattr(torch._C, "_host_emptyCache", None)
-        if host_empty is not None:
-            host_empty()
+        # torch's page-locked host cache (tensor.pin_memory(), .item() reads) and its
+        # cuBLAS workspaces (a model's layers: the example scripts) keep their blocks to the end
+        for name in ("_host_emptyCache", "_cuda_clearCublasWorkspaces"):
+            release = getattr(torch._C, name, None)
+            if release is not None:
+                release()
 
 
 _LIVE: dict = {}  # id of a tracked allocation -> (bytes, the stack that made it, as text)
