@@ -49,6 +49,8 @@ if [ -n "${SHARD:-}" ]; then
   files=("${part[@]}")
 fi
 mkdir -p "$OUT_DIR"
+started="$OUT_DIR/.started"  # what this run wrote is newer
+touch "$started"
 export CUPYPREP_TEST_NO_POOL=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=${PYTHONPATH:-.}
 export PYTEST_BUDGET_S=${BUDGET_S:-0}
 # each run also writes, at its end, the device arrays still alive and what holds them
@@ -68,23 +70,47 @@ one() {  # tool file
     python -m pytest -q -p no:xdist -p no:cacheprovider -p benchmarks._pytest_budget -m "${K:-gpu}" "$f" >"$log" 2>&1
   echo "$tool $f: $(grep -c '^========= ' "$log") sanitizer lines; $(grep -E ' passed| failed| skipped' "$log" | tail -1)"
 }
+descendants() {  # pid: every process below it, the deepest first
+  local c
+  for c in $(ps -eo pid=,ppid= | awk -v p="$1" '$2 == p {print $1}'); do
+    descendants "$c"
+    echo "$c"
+  done
+}
+# stopped (a timeout's TERM, Ctrl-C): no new runs; the tools and their tests are stopped and
+# waited for, so nothing of this script runs on after it returns (a benchmark next would
+# share the machine with it)
+stopped=0
+stop() {
+  stopped=1
+  trap '' TERM INT
+  kill -TERM $(descendants $$) 2>/dev/null
+}
+trap stop TERM INT
 running=0
 for tool in "${tools[@]}"; do
   for f in "${files[@]}"; do
+    [ "$stopped" = 1 ] && break 2
     one "$tool" "$f" &
     running=$((running + 1))
     if [ "$running" -ge "${JOBS:-1}" ]; then wait -n; running=$((running - 1)); fi
   done
 done
-wait
+while [ -n "$(jobs -pr)" ]; do wait; done
+[ "$stopped" = 1 ] && echo "--- stopped: the runs not listed above did not end"
 echo "--- errors per tool (the ERROR SUMMARY lines, summed), and the tests each tool ran"
 for tool in "${tools[@]}"; do
+  logs=()  # this run's logs of the tool (not those an earlier run left in $OUT_DIR)
+  for f in "${files[@]}"; do
+    log="$OUT_DIR/$tool-$(basename "$f" .py).log"
+    [ -f "$log" ] && [ "$log" -nt "$started" ] && logs+=("$log")
+  done
   # (racecheck ends with "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)")
-  n=$(cat "$OUT_DIR/$tool"-*.log 2>/dev/null |
+  n=$(cat "${logs[@]}" /dev/null |
       sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p; s/.*RACECHECK SUMMARY: .*(\([0-9]*\) error.*/\1/p' |
       awk '{s+=$1} END {print s+0}')
-  t=$(cat "$OUT_DIR/$tool"-*.log 2>/dev/null | sed -n 's/^\([0-9]*\) passed.*/\1/p; s/.* \([0-9]*\) passed.*/\1/p' |
+  t=$(cat "${logs[@]}" /dev/null | sed -n 's/^\([0-9]*\) passed.*/\1/p; s/.* \([0-9]*\) passed.*/\1/p' |
       awk '{s+=$1} END {print s+0}')
-  runs=$(grep -l "ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT_DIR/$tool"-*.log 2>/dev/null | wc -l)
-  echo "$tool: $n errors; $t tests passed in $runs runs that ended with a summary"
+  runs=$(grep -l "ERROR SUMMARY\|RACECHECK SUMMARY" "${logs[@]}" /dev/null | wc -l)
+  echo "$tool: $n errors; $t tests passed in $runs of ${#logs[@]} runs that ended with a summary"
 done
