@@ -1,0 +1,96 @@
+"""benchmarks/sanitize.sh, the runner of the GPU suite under compute-sanitizer, with a
+stand-in for the tool (no GPU needed): the options each tool gets, the per-tool summary of
+this run's logs, the files most GPU tests first and their shards, and that a stopped run
+leaves nothing running."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "sanitize.sh"
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("ps") is None,
+                                reason="needs bash and ps")
+
+FAKE = """#!/bin/bash
+# stands in for compute-sanitizer: notes its options and environment, prints a summary
+echo "$CUPYPREP_TEST_SANITIZER|$*" >> "{calls}"
+while [ "$1" != python ]; do shift; done
+echo "========= COMPUTE-SANITIZER"
+[ -n "{sleep}" ] && {{ sleep {sleep} & wait; }}
+echo "3 passed, 1 skipped in 0.10s"
+echo "========= ERROR SUMMARY: 2 errors"
+"""
+
+
+def fake_tool(tmp_path, sleep=""):
+    calls = tmp_path / "calls.txt"
+    tool = tmp_path / "fake-sanitizer"
+    tool.write_text(FAKE.format(calls=calls, sleep=sleep))
+    tool.chmod(0o755)
+    return tool, calls
+
+
+def run(tmp_path, tool, *args, env=None, timeout=120):
+    # (python on PATH is this interpreter: the script collects the default files with it)
+    full = dict(os.environ, COMPUTE_SANITIZER=str(tool), OUT_DIR=str(tmp_path / "logs"), JOBS="2",
+                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    full.update(env or {})
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=full, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_each_tool_runs_each_file_with_its_options_and_the_summary_counts_this_run(tmp_path):
+    tool, calls = fake_tool(tmp_path)
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "memcheck-test_old.log").write_text("========= ERROR SUMMARY: 99 errors\n")
+    proc = run(tmp_path, tool, "memcheck", "racecheck", "--", "tests/test_color.py", "tests/test_resize.py")
+    assert proc.returncode == 0, proc.stderr
+    lines = calls.read_text().splitlines()
+    assert len(lines) == 4
+    for line in lines:
+        name, options = line.split("|")
+        assert f"--tool {name} " in options and "--show-backtrace device" in options
+        assert ("--leak-check full" in options) == (name == "memcheck")
+        assert options.endswith(("tests/test_color.py", "tests/test_resize.py"))
+    # an earlier run's log in the same folder is not counted
+    assert "memcheck: 4 errors; 6 tests passed in 2 of 2 runs that ended with a summary" in proc.stdout
+    assert "racecheck: 4 errors; 6 tests passed in 2 of 2 runs that ended with a summary" in proc.stdout
+
+
+def test_default_files_most_gpu_tests_first_and_shards_split_them(tmp_path):
+    tool, calls = fake_tool(tmp_path)
+    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                                "-m", "gpu", "tests"], cwd=ROOT, capture_output=True, text=True).stdout
+    counts = {}
+    for line in collected.splitlines():
+        if "::" in line:
+            name = line.split("::")[0]
+            counts[name] = counts.get(name, 0) + 1
+    order = sorted(counts, key=lambda f: (-counts[f], f))
+    assert len(order) > 6
+    proc = run(tmp_path, tool, "synccheck", env={"SHARD": "2/3", "JOBS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    got = [line.rsplit(" ", 1)[1] for line in calls.read_text().splitlines()]
+    assert got == order[1::3]
+
+
+def test_a_stopped_run_stops_its_tools_and_leaves_nothing_running(tmp_path):
+    tool, calls = fake_tool(tmp_path, sleep="59.7")  # (a length nothing else sleeps)
+    start = time.monotonic()
+    proc = subprocess.run(["timeout", "3", "bash", str(SCRIPT), "memcheck", "--", "tests/test_color.py",
+                           "tests/test_resize.py", "tests/test_warp.py"], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, COMPUTE_SANITIZER=str(tool), OUT_DIR=str(tmp_path / "logs"), JOBS="2"),
+                          timeout=60)
+    assert time.monotonic() - start < 30
+    assert proc.returncode == 124 and "stopped" in proc.stdout
+    assert len(calls.read_text().splitlines()) == 2  # the third run never started
+    time.sleep(0.5)
+    left = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout
+    assert str(tool) not in left and "sleep 59.7" not in left
