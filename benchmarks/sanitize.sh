@@ -7,7 +7,8 @@
 #   TOOLS: memcheck racecheck initcheck synccheck (default: all); files default: the test files
 #   with GPU tests, most tests first (the long runs start first); SHARD=k/n: the k-th (1..n)
 #   of n parts of the files, every n-th from the k-th (the whole suite split across n device
-#   calls, each tool on every file of its part)
+#   calls, each tool on every file of its part); CHUNK=n: files of more than n tests run in
+#   parts of n tests (logs <tool>-<file>-partK.log), so no one file sets the length of the whole
 #   JOBS=16: runs at once (tool x file pairs; the GPU is shared); BUDGET_S=300: each run stops
 #   after the test running when that many seconds are spent (benchmarks/_pytest_budget.py), so
 #   the tool still prints its summary; K="gpu": the pytest -m expression; BACKTRACE=device:
@@ -34,9 +35,14 @@ while [ $# -gt 0 ]; do
   tools+=("$1"); shift
 done
 [ ${#tools[@]} -eq 0 ] && tools=(memcheck racecheck initcheck synccheck)
+collect() {  # the test ids pytest collects with -m "$K" from its arguments
+  python -m pytest --collect-only -q -p no:cacheprovider -m "${K:-gpu}" "$@" 2>/dev/null | grep '::'
+}
+ids=()
 if [ ${#files[@]} -eq 0 ]; then  # the files pytest collects tests of -m "$K" from, most tests first
-  mapfile -t files < <(python -m pytest --collect-only -q -p no:cacheprovider -m "${K:-gpu}" tests 2>/dev/null |
-                       sed -n 's/::.*//p' | sort | uniq -c | sort -k1,1nr -k2 | awk '{print $2}')
+  mapfile -t ids < <(collect tests)
+  mapfile -t files < <(printf '%s\n' "${ids[@]}" | sed -n 's/::.*//p' | sort | uniq -c | sort -k1,1nr -k2 |
+                       awk '{print $2}')
 fi
 if [ -n "${SHARD:-}" ]; then
   k=${SHARD%/*}; n=${SHARD#*/}
@@ -51,15 +57,33 @@ fi
 mkdir -p "$OUT_DIR"
 started="$OUT_DIR/.started"  # what this run wrote is newer
 touch "$started"
+# the runs: a file each, or with CHUNK=n a file of more than n tests in parts of n tests (its
+# test ids in $OUT_DIR/.ids-<name>), so the long files no longer set the length of the whole
+units=()
+if [ "${CHUNK:-0}" -gt 0 ]; then
+  [ ${#ids[@]} -eq 0 ] && mapfile -t ids < <(collect "${files[@]}")
+  for f in "${files[@]}"; do
+    mapfile -t mine < <(printf '%s\n' "${ids[@]}" | grep -F "$f::")
+    if [ ${#mine[@]} -le "$CHUNK" ]; then units+=("$(basename "$f" .py)|$f"); continue; fi
+    for ((i = 0; i < ${#mine[@]}; i += CHUNK)); do
+      name="$(basename "$f" .py)-part$((i / CHUNK + 1))"
+      printf '%s\n' "${mine[@]:i:CHUNK}" > "$OUT_DIR/.ids-$name"
+      units+=("$name|@$OUT_DIR/.ids-$name")
+    done
+  done
+else
+  for f in "${files[@]}"; do units+=("$(basename "$f" .py)|$f"); done
+fi
 export CUPYPREP_TEST_NO_POOL=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=${PYTHONPATH:-.}
 export PYTEST_BUDGET_S=${BUDGET_S:-0}
 # each run also writes, at its end, the device arrays still alive and what holds them
 # (tests/alive.py): what a leak report at exit points to
 export CUPYPREP_TEST_ALIVE_DIR=${CUPYPREP_TEST_ALIVE_DIR:-$OUT_DIR/alive}
-one() {  # tool file
-  local tool=$1 f=$2 extra=()
+one() {  # tool unit ("name|file" or "name|@file of test ids")
+  local tool=$1 name=${2%%|*} what=${2#*|} extra=() args=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
-  local log="$OUT_DIR/$tool-$(basename "$f" .py).log"
+  if [ "${what:0:1}" = "@" ]; then mapfile -t args < "${what:1}"; else args=("$what"); fi
+  local log="$OUT_DIR/$tool-$name.log"
   # host backtraces off (BACKTRACE=device), for every tool: the tools record each CUDA
   # call's host backtrace, Python frames included, and keep those frames, so every array a
   # frame held at an allocation or launch stays alive to the end (memcheck reports it as
@@ -67,8 +91,8 @@ one() {  # tool file
   # a reported access came from)
   CUPYPREP_TEST_SANITIZER=$tool "$SAN" --tool "$tool" "${extra[@]}" --show-backtrace "${BACKTRACE:-device}" \
     --error-exitcode 0 --print-limit "${PRINT_LIMIT:-200}" \
-    python -m pytest -q -p no:xdist -p no:cacheprovider -p benchmarks._pytest_budget -m "${K:-gpu}" "$f" >"$log" 2>&1
-  echo "$tool $f: $(grep -c '^========= ' "$log") sanitizer lines; $(grep -E ' passed| failed| skipped' "$log" | tail -1)"
+    python -m pytest -q -p no:xdist -p no:cacheprovider -p benchmarks._pytest_budget -m "${K:-gpu}" "${args[@]}" >"$log" 2>&1
+  echo "$tool $name: $(grep -c '^========= ' "$log") sanitizer lines; $(grep -E ' passed| failed| skipped' "$log" | tail -1)"
 }
 descendants() {  # pid: every process below it, the deepest first
   local c
@@ -89,9 +113,9 @@ stop() {
 trap stop TERM INT
 running=0
 for tool in "${tools[@]}"; do
-  for f in "${files[@]}"; do
+  for u in "${units[@]}"; do
     [ "$stopped" = 1 ] && break 2
-    one "$tool" "$f" &
+    one "$tool" "$u" &
     running=$((running + 1))
     if [ "$running" -ge "${JOBS:-1}" ]; then wait -n; running=$((running - 1)); fi
   done
@@ -101,8 +125,8 @@ while [ -n "$(jobs -pr)" ]; do wait; done
 echo "--- errors per tool (the ERROR SUMMARY lines, summed), and the tests each tool ran"
 for tool in "${tools[@]}"; do
   logs=()  # this run's logs of the tool (not those an earlier run left in $OUT_DIR)
-  for f in "${files[@]}"; do
-    log="$OUT_DIR/$tool-$(basename "$f" .py).log"
+  for u in "${units[@]}"; do
+    log="$OUT_DIR/$tool-${u%%|*}.log"
     [ -f "$log" ] && [ "$log" -nt "$started" ] && logs+=("$log")
   done
   # (racecheck ends with "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)")

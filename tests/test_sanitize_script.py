@@ -94,3 +94,27 @@ def test_a_stopped_run_stops_its_tools_and_leaves_nothing_running(tmp_path):
     time.sleep(0.5)
     left = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout
     assert str(tool) not in left and "sleep 59.7" not in left
+
+
+def test_chunks_run_every_test_of_a_long_file_once(tmp_path):
+    tool, calls = fake_tool(tmp_path)
+    files = ["tests/test_color.py", "tests/test_inplace.py"]
+    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                                "-m", "gpu", *files], cwd=ROOT, capture_output=True, text=True).stdout
+    ids = [line for line in collected.splitlines() if "::" in line]
+    color = [i for i in ids if i.startswith("tests/test_color.py::")]
+    chunk = 20
+    assert len(color) > 2 * chunk and 0 < len(ids) - len(color) <= chunk
+    proc = run(tmp_path, tool, "synccheck", "--", *files, env={"CHUNK": str(chunk)})
+    assert proc.returncode == 0, proc.stderr
+    runs = [line.split("|")[1] for line in calls.read_text().splitlines()]
+    parts = -(-len(color) // chunk)
+    assert len(runs) == parts + 1
+    # a short file runs as the file; each part of a long one gets its ids (some hold spaces)
+    assert sum(r.endswith(" tests/test_inplace.py") for r in runs) == 1
+    passed = [i for r in runs for i in color if r.endswith(" " + i) or (" " + i + " ") in r]
+    assert sorted(passed) == sorted(color)
+    logs = sorted(p.name for p in (tmp_path / "logs").glob("synccheck-*.log"))
+    assert logs == sorted([f"synccheck-test_color-part{k}.log" for k in range(1, parts + 1)] +
+                          ["synccheck-test_inplace.log"])
+    assert f"tests passed in {parts + 1} of {parts + 1} runs" in proc.stdout
