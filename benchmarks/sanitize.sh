@@ -35,8 +35,10 @@ while [ $# -gt 0 ]; do
   tools+=("$1"); shift
 done
 [ ${#tools[@]} -eq 0 ] && tools=(memcheck racecheck initcheck synccheck)
-collect() {  # the test ids pytest collects with -m "$K" from its arguments
-  python -m pytest --collect-only -q -p no:cacheprovider -m "${K:-gpu}" "$@" 2>/dev/null | grep '::'
+collect() {  # the test ids pytest collects with -m "$K" from its arguments (the lines before
+  # the first empty one: a warnings summary after it may name test ids again)
+  python -m pytest --collect-only -q -p no:cacheprovider -m "${K:-gpu}" "$@" 2>/dev/null |
+    awk 'NF == 0 {exit} /::/'
 }
 ids=()
 if [ ${#files[@]} -eq 0 ]; then  # the files pytest collects tests of -m "$K" from, most tests first
