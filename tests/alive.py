@@ -97,6 +97,19 @@ def _frame_holders(o, ignore):
     return holders
 
 
+def turn_cupy_pools_off(track=False):
+    """CuPy without its pools (device and page-locked): every allocation a ``cudaMalloc``
+    (``cudaHostAlloc``) of its own, freed when its last holder goes, so a leak check sees
+    each block a pool would keep; with ``track``, each block's maker noted
+    (:func:`track_allocations`)."""
+    import cupy
+
+    cupy.cuda.set_allocator(None)
+    cupy.cuda.set_pinned_memory_allocator(None)
+    if track:
+        track_allocations()
+
+
 def release_kept_blocks():
     """Let go of every block cupyprep keeps on purpose (launch plans, uploaded tables, graph
     memory), collect garbage, and have CuPy and torch give back what they cache, so that a
@@ -196,6 +209,7 @@ def report_alive(directory, session):
     with warnings.catch_warnings():  # isinstance() wakes some modules' deprecated names
         warnings.simplefilter("ignore")
         found = sorted(_device_objects(), key=lambda x: -x[1])
+        watched = _watch_list_report()
     os.makedirs(directory, exist_ok=True)
     name = os.environ.get("PYTEST_XDIST_WORKER", "main")
     files = "-".join(os.path.basename(str(a)).replace(".py", "") for a in session.config.args)[:60]
@@ -206,7 +220,7 @@ def report_alive(directory, session):
             ignore = {id(found)} | {id(x) for x in found}
             f.writelines("    " + line + "\n" for line in _chain(o, 3, ignore))
             f.writelines("  frames held by: " + line + "\n" for line in _frame_holders(o, ignore)[:12])
-        f.write(_watch_list_report())
+        f.write(watched)
         if not _TRACKING:
             return
         blocks = _live_blocks()

@@ -36,19 +36,26 @@ def cuda_available() -> bool:
         return False
 
 
+def cupy_pool_off() -> bool:
+    """``CUPYPREP_TEST_NO_POOL=1`` (benchmarks/sanitize.sh): CuPy's pools are off."""
+    return os.environ.get("CUPYPREP_TEST_NO_POOL") == "1"
+
+
+def torch_caching_off() -> bool:
+    """``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` (benchmarks/sanitize.sh): torch's caching
+    allocator is off."""
+    return os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1"
+
+
 def pytest_configure(config):
     # CUPYPREP_TEST_NO_POOL=1 (benchmarks/sanitize.sh): every CuPy allocation is a cudaMalloc
     # of its own, so compute-sanitizer's leak check sees blocks CuPy's pool would keep
-    if os.environ.get("CUPYPREP_TEST_NO_POOL") == "1":
+    if cupy_pool_off():
         try:
-            import cupy
+            from alive import turn_cupy_pools_off
 
-            cupy.cuda.set_allocator(None)
-            cupy.cuda.set_pinned_memory_allocator(None)
-            if os.environ.get("CUPYPREP_TEST_ALIVE_DIR"):  # the same, each block's maker noted
-                from alive import track_allocations
-
-                track_allocations()
+            # (with an alive report, each block's maker noted)
+            turn_cupy_pools_off(track=bool(os.environ.get("CUPYPREP_TEST_ALIVE_DIR")))
         except ImportError:
             pass
 
@@ -58,7 +65,7 @@ def pytest_sessionfinish(session, exitstatus):
     # every block cupyprep keeps on purpose (uploaded tables, graph memory, launch plans)
     # and collect garbage, so the leak check at exit reports only blocks nothing owns
     alive_dir = os.environ.get("CUPYPREP_TEST_ALIVE_DIR")
-    if (os.environ.get("CUPYPREP_TEST_NO_POOL") != "1" and not alive_dir) or not cuda_available():
+    if (not cupy_pool_off() and not alive_dir) or not cuda_available():
         return
     from alive import release_kept_blocks
 
@@ -87,7 +94,7 @@ def torch_graphs_need_caching():
     """Skip a test that captures a torch CUDA graph allocating inside the capture when
     torch's caching allocator is off (benchmarks/sanitize.sh): torch then allocates with
     cudaMalloc, which a capturing stream refuses."""
-    if os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1":
+    if torch_caching_off():
         pytest.skip("torch captures allocations into a CUDA graph only through its caching "
                     "allocator, which PYTORCH_NO_CUDA_MEMORY_CACHING=1 turns off")
 
@@ -97,7 +104,7 @@ def needs_pools():
     reuse of blocks, device memory flat across calls), or allocates inside a CuPy capture,
     when benchmarks/sanitize.sh has turned both off (``CUPYPREP_TEST_NO_POOL=1``,
     ``PYTORCH_NO_CUDA_MEMORY_CACHING=1``) for the leak check."""
-    if os.environ.get("CUPYPREP_TEST_NO_POOL") == "1" or os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1":
+    if cupy_pool_off() or torch_caching_off():
         pytest.skip("reads or needs CuPy's pool and torch's caching allocator, which the "
                     "sanitizer runs turn off")
 

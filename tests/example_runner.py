@@ -13,16 +13,13 @@ import sys
 
 def main():
     script, *args = sys.argv[1:]
-    import cupy
+    from alive import release_kept_blocks, turn_cupy_pools_off
 
-    cupy.cuda.set_allocator(None)
-    cupy.cuda.set_pinned_memory_allocator(None)
+    turn_cupy_pools_off()
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as python script.py has it
     names = runpy.run_path(script, run_name="__main__")
     names.clear()
-    from alive import release_kept_blocks
-
     release_kept_blocks()
 
 

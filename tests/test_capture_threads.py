@@ -40,7 +40,7 @@ import numpy as np
 import pytest
 
 import cupyprep
-from conftest import random_image, torch_graphs_need_caching
+from conftest import cupy_pool_off, random_image, torch_graphs_need_caching
 from op_cases import boxes_xyxy, flat, to_host
 
 WAIT = 120.0  # seconds a thread waits for the other before the test fails (no hang)
@@ -342,7 +342,7 @@ def skip_without_pool(kind, mode):
     torch's caching allocator."""
     if kind == "torch":
         torch_graphs_need_caching()
-    if kind == "cupy" and mode != "relaxed" and os.environ.get("CUPYPREP_TEST_NO_POOL") == "1":
+    if kind == "cupy" and mode != "relaxed" and cupy_pool_off():
         pytest.skip("a CuPy capture outside relaxed mode allocates from CuPy's pool, turned off here")
 
 

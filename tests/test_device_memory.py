@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import cupyprep
-from conftest import not_under_sanitizer
+from conftest import cupy_pool_off, not_under_sanitizer, torch_caching_off
 from cupyprep import _arrays
 
 
@@ -118,7 +118,6 @@ def test_gpu_a_batch_too_large_for_the_device(kind):
     not_under_sanitizer("the tools report each failed cudaMalloc as an error, and this test "
                         "makes them on purpose")
     import contextlib
-    import os
 
     import cupy
 
@@ -128,10 +127,10 @@ def test_gpu_a_batch_too_large_for_the_device(kind):
     if kind == "torch":
         torch = pytest.importorskip("torch")
         x = torch.from_numpy(img).cuda()
-        pooled = os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") != "1"
+        pooled = not torch_caching_off()
     else:
         x = cupy.asarray(img)
-        pooled = kind == "cupy" and os.environ.get("CUPYPREP_TEST_NO_POOL") != "1"
+        pooled = kind == "cupy" and not cupy_pool_off()
     # (using_allocator is a one-use context manager: a new one for each block)
     raw = (lambda: cupy.cuda.using_allocator(None)) if kind == "cupy without pool" else contextlib.nullcontext
     with raw(), pytest.raises(cupyprep.DeviceMemoryError) as info:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import cupy_pool_off
 
 pytest.importorskip("skimage")
 cv2 = pytest.importorskip("cv2")
@@ -26,7 +27,7 @@ def run_example(script, backend, cwd, *args):
     command = [sys.executable, str(ROOT / "examples" / script), *args]
     if backend == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
-    elif os.environ.get("CUPYPREP_TEST_NO_POOL") == "1":  # benchmarks/sanitize.sh: pools off,
+    elif cupy_pool_off():  # benchmarks/sanitize.sh: pools off,
         # and what the script and the libraries keep released before the leak check at exit
         command[1:1] = [str(ROOT / "tests" / "example_runner.py")]
         env["PYTHONPATH"] += os.pathsep + str(ROOT / "tests")
