@@ -150,6 +150,7 @@ class DeviceMemoryError(MemoryError):
 _TORCH_ASKED = re.compile(r"Tried to allocate ([0-9.]+) ([KMGT]?i?B)")
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 _error_types: dict = {}
+_CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation (CuPy names no constant for it)
 
 
 def _is_out_of_memory(exc):
@@ -171,8 +172,6 @@ def _is_out_of_memory(exc):
             return "CUDA error: out of memory" in str(exc)
     return False
 
-
-_CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation
 
 
 def _asked(exc):

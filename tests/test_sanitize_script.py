@@ -46,6 +46,13 @@ def run(tmp_path, tool, *args, env=None, timeout=120):
                           timeout=timeout)
 
 
+def collected_gpu_ids(*args):
+    """The GPU test ids pytest collects from ``args`` (as the script collects them)."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "-m", "gpu", *args], cwd=ROOT, capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "::" in line]
+
+
 def test_each_tool_runs_each_file_with_its_options_and_the_summary_counts_this_run(tmp_path):
     tool, calls = fake_tool(tmp_path)
     (tmp_path / "logs").mkdir()
@@ -66,13 +73,10 @@ def test_each_tool_runs_each_file_with_its_options_and_the_summary_counts_this_r
 
 def test_default_files_most_gpu_tests_first_and_shards_split_them(tmp_path):
     tool, calls = fake_tool(tmp_path)
-    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                                "-m", "gpu", "tests"], cwd=ROOT, capture_output=True, text=True).stdout
     counts = {}
-    for line in collected.splitlines():
-        if "::" in line:
-            name = line.split("::")[0]
-            counts[name] = counts.get(name, 0) + 1
+    for test_id in collected_gpu_ids("tests"):
+        name = test_id.split("::")[0]
+        counts[name] = counts.get(name, 0) + 1
     order = sorted(counts, key=lambda f: (-counts[f], f))
     assert len(order) > 6
     proc = run(tmp_path, tool, "synccheck", env={"SHARD": "2/3", "JOBS": "1"})
@@ -99,9 +103,7 @@ def test_a_stopped_run_stops_its_tools_and_leaves_nothing_running(tmp_path):
 def test_chunks_run_every_test_of_a_long_file_once(tmp_path):
     tool, calls = fake_tool(tmp_path)
     files = ["tests/test_color.py", "tests/test_inplace.py"]
-    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                                "-m", "gpu", *files], cwd=ROOT, capture_output=True, text=True).stdout
-    ids = [line for line in collected.splitlines() if "::" in line]
+    ids = collected_gpu_ids(*files)
     color = [i for i in ids if i.startswith("tests/test_color.py::")]
     chunk = 20
     assert len(color) > 2 * chunk and 0 < len(ids) - len(color) <= chunk
