@@ -469,6 +469,15 @@ def element_strides(array, name="img"):
     return strides
 
 
+def contiguous_strides(shape):
+    """C-contiguous strides of ``shape``, in elements (a zero-length axis counts as one)."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
 def dense_pixels(strides, channels):
     """Pixels contiguous: channel stride 1 and pixel stride = channels (in elements)."""
     s_x, s_c = strides

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._arrays import contiguous_strides
 from ._streams import cupy_stream
 from .cpu import decode as cpu_decode
 
@@ -378,11 +379,8 @@ def _device_layout(img):
     own = getattr(img, "strides", None)
     if isinstance(own, tuple) and len(own) == len(shape):
         strides = own
-    if strides is None:
-        strides, step = [], 1
-        for s in reversed(shape):
-            strides.insert(0, step)
-            step *= s
+    if strides is None:  # C-contiguous; uint8, so elements are bytes
+        strides = contiguous_strides(shape)
     if np.dtype(cai.get("typestr", "|V1")) != np.uint8:
         return None
     return int(cai["data"][0]), shape, tuple(int(s) for s in strides)

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ._arrays import contiguous_strides
 from ._launch import held, pointer
 from ._torch import from_torch, torch_dtype
 
@@ -118,7 +119,7 @@ class Carve:
             typed = self.typed.get((index, dtype))
             if typed is None:
                 typed = self.typed[index, dtype] = self.natives[index].view(torch_dtype(dtype))
-            return typed.as_strided(shape, _contiguous(shape), offset // itemsize)
+            return typed.as_strided(shape, contiguous_strides(shape), offset // itemsize)
         if self.kind == "cupy":
             import cupy
 
@@ -140,15 +141,6 @@ class Carve:
     def native(self, name):
         """Array ``name`` as the caller's library has it: for tests."""
         return self.array(self.layout.region(name))
-
-
-def _contiguous(shape):
-    """C-contiguous strides (in elements) of ``shape``."""
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 class Slot:
