@@ -501,16 +501,23 @@ class _InFlight:
 
     def add(self, event, objects):
         with self._lock:
-            self._items = [(e, o) for e, o in self._items if not e.done]
+            self._drop_done()
             self._items.append((event, objects))
             while len(self._items) > MAX_IN_FLIGHT:
                 oldest, _ = self._items.pop(0)
                 oldest.synchronize()
 
-    def __len__(self):
+    def release_done(self):
+        """Let go of the objects whose event has completed (the next :meth:`add` would);
+        returns how many entries are still held."""
         with self._lock:
-            self._items = [(e, o) for e, o in self._items if not e.done]
+            self._drop_done()
             return len(self._items)
+
+    __len__ = release_done
+
+    def _drop_done(self):
+        self._items = [(e, o) for e, o in self._items if not e.done]
 
 
 IN_FLIGHT = _InFlight()

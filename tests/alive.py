@@ -112,7 +112,7 @@ def turn_cupy_pools_off(track=False):
 
 def release_kept_blocks():
     """Let go of every block cupyprep keeps on purpose (launch plans, uploaded tables, graph
-    memory), collect garbage, and have CuPy and torch give back what they cache, so that a
+    memory, the page-locked uploads of the last decodes), collect garbage, and have CuPy and torch give back what they cache, so that a
     leak check at exit reports only blocks nothing owns. CuPy keeps the page-locked staging
     buffer of a host-to-device copy (``cupy.asarray`` of a NumPy array) until its event is
     seen done, which only its next such copy checks: an event that is done (never
@@ -125,6 +125,9 @@ def release_kept_blocks():
     cupy.cuda.Device().synchronize()
     _plans.clear_all()
     _transfers.drop_constants()
+    decoders = sys.modules.get("cupyprep._decoders")
+    if decoders is not None:  # the encoded bytes and page-locked uploads of the last decodes
+        decoders.IN_FLIGHT.release_done()
     interop.release_graph_memory()
     gc.collect()
     cupy.cuda.Device().synchronize()  # (copies a finalizer or a lingering thread queued)

@@ -851,6 +851,35 @@ def test_gpu_memory_stays_flat_over_10000_images(nvimgcodec):
     assert len(_decoders.IN_FLIGHT) <= _decoders.MAX_IN_FLIGHT
 
 
+class _FakeEvent:
+    def __init__(self):
+        self.done = False
+
+    def synchronize(self):
+        self.done = True
+
+
+def test_in_flight_holds_objects_until_their_event_is_done(monkeypatch):
+    """The decodes' encoded bytes and page-locked uploads are held until the event after
+    their copies is done, then let go (release_done, as the next decode does); at most
+    MAX_IN_FLIGHT entries are kept, the oldest waited for."""
+    monkeypatch.setattr(_decoders, "MAX_IN_FLIGHT", 2)
+    held = _decoders._InFlight()
+    events = [_FakeEvent() for _ in range(3)]
+    objects = [[object()] for _ in range(3)]
+    held.add(events[0], objects[0])
+    held.add(events[1], objects[1])
+    assert held.release_done() == 2 and len(held) == 2
+    events[0].done = True
+    assert held.release_done() == 1
+    assert all(o is not objects[0] for _, o in held._items)
+    held.add(events[2], objects[2])
+    assert len(held) == 2 and not events[1].done
+    held.add(_FakeEvent(), [object()])  # a third entry: the oldest (events[1]) is waited for
+    assert events[1].done and len(held) == 2
+    assert [o for _, o in held._items][0] is objects[2]
+
+
 def test_paths_are_described_in_messages(tmp_path):
     path = pathlib.Path(tmp_path) / "nothing here.jpg"
     _, failures = cupyprep.decode([path], like=np, on_error="skip")
