@@ -16,6 +16,7 @@
 #   each run prints in full.
 # CuPy's pool is off (CUPYPREP_TEST_NO_POOL=1, honoured by tests/conftest.py) so the leak
 # check sees every block; torch's caching allocator is off too (PYTORCH_NO_CUDA_MEMORY_CACHING);
+# POOLS=on keeps both on (not with memcheck);
 # $OUT_DIR/alive gets each run's report of the device arrays alive at its end. The tests see
 # CUPYPREP_TEST_SANITIZER=<tool> (tests/conftest.py skips those that time the GPU against the
 # host, and those that need the pools).
@@ -35,6 +36,16 @@ while [ $# -gt 0 ]; do
   tools+=("$1"); shift
 done
 [ ${#tools[@]} -eq 0 ] && tools=(memcheck racecheck initcheck synccheck)
+case "${POOLS:-off}" in
+  off) export CUPYPREP_TEST_NO_POOL=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 ;;
+  on)  # CuPy's pools and torch's caching allocator as users have them (initcheck, racecheck,
+       # synccheck: whether a report depends on every allocation being a cudaMalloc of its own)
+    for t in "${tools[@]}"; do
+      if [ "$t" = memcheck ]; then echo "POOLS=on: memcheck's leak check needs the pools off" >&2; exit 2; fi
+    done
+    unset CUPYPREP_TEST_NO_POOL PYTORCH_NO_CUDA_MEMORY_CACHING ;;
+  *) echo "POOLS: expected on or off, got '$POOLS'" >&2; exit 2 ;;
+esac
 collect() {  # the test ids pytest collects with -m "$K" from its arguments (the lines before
   # the first empty one: a warnings summary after it may name test ids again)
   python -m pytest --collect-only -q -p no:cacheprovider -m "${K:-gpu}" "$@" 2>/dev/null |
@@ -76,7 +87,7 @@ if [ "${CHUNK:-0}" -gt 0 ]; then
 else
   for f in "${files[@]}"; do units+=("$(basename "$f" .py)|$f"); done
 fi
-export CUPYPREP_TEST_NO_POOL=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH=${PYTHONPATH:-.}
+export PYTHONPATH=${PYTHONPATH:-.}
 export PYTEST_BUDGET_S=${BUDGET_S:-0}
 # each run also writes, at its end, the device arrays still alive and what holds them
 # (tests/alive.py): what a leak report at exit points to

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("ps
 FAKE = """#!/bin/bash
 # stands in for compute-sanitizer: notes its options and environment, prints a summary
 echo "$CUPYPREP_TEST_SANITIZER|$*" >> "{calls}"
+echo "${{CUPYPREP_TEST_NO_POOL:-}}/${{PYTORCH_NO_CUDA_MEMORY_CACHING:-}}" >> "{calls}.env"
 while [ "$1" != python ]; do shift; done
 echo "========= COMPUTE-SANITIZER"
 [ -n "{sleep}" ] && {{ sleep {sleep} & wait; }}
@@ -69,6 +70,24 @@ def test_each_tool_runs_each_file_with_its_options_and_the_summary_counts_this_r
     # an earlier run's log in the same folder is not counted
     assert "memcheck: 4 errors; 6 tests passed in 2 of 2 runs that ended with a summary" in proc.stdout
     assert "racecheck: 4 errors; 6 tests passed in 2 of 2 runs that ended with a summary" in proc.stdout
+
+
+def test_pools_off_by_default_and_on_only_without_the_leak_check(tmp_path):
+    tool, calls = fake_tool(tmp_path)
+    env_file = Path(f"{calls}.env")
+    proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py")
+    assert proc.returncode == 0, proc.stderr
+    assert env_file.read_text().splitlines() == ["1/1"]
+    env_file.unlink()
+    proc = run(tmp_path, tool, "initcheck", "racecheck", "--", "tests/test_color.py", env={"POOLS": "on"})
+    assert proc.returncode == 0, proc.stderr
+    assert env_file.read_text().splitlines() == ["/", "/"]
+    env_file.unlink()
+    proc = run(tmp_path, tool, "initcheck", "memcheck", "--", "tests/test_color.py", env={"POOLS": "on"})
+    assert proc.returncode == 2 and "memcheck's leak check needs the pools off" in proc.stderr
+    proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py", env={"POOLS": "yes"})
+    assert proc.returncode == 2 and "POOLS: expected on or off, got 'yes'" in proc.stderr
+    assert not env_file.exists()
 
 
 def test_default_files_most_gpu_tests_first_and_shards_split_them(tmp_path):
