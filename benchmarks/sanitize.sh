@@ -16,7 +16,8 @@
 #   each run prints in full.
 # CuPy's pool is off (CUPYPREP_TEST_NO_POOL=1, honoured by tests/conftest.py) so the leak
 # check sees every block; torch's caching allocator is off too (PYTORCH_NO_CUDA_MEMORY_CACHING);
-# POOLS=on keeps both on (not with memcheck);
+# POOLS=on keeps both on (not with memcheck); HW_DECODE=off has nvImageCodec decode
+# without the JPEG hardware engine, whose writes are no kernel stores (tests/alive.py);
 # $OUT_DIR/alive gets each run's report of the device arrays alive at its end. The tests see
 # CUPYPREP_TEST_SANITIZER=<tool> (tests/conftest.py skips those that time the GPU against the
 # host, and those that need the pools).
@@ -87,6 +88,11 @@ if [ "${CHUNK:-0}" -gt 0 ]; then
 else
   for f in "${files[@]}"; do units+=("$(basename "$f" .py)|$f"); done
 fi
+case "${HW_DECODE:-on}" in
+  on) ;;
+  off) export CUPYPREP_TEST_NO_HW_DECODE=1 ;;  # nvImageCodec without the JPEG hardware engine
+  *) echo "HW_DECODE: expected on or off, got '$HW_DECODE'" >&2; exit 2 ;;
+esac
 export PYTHONPATH=${PYTHONPATH:-.}
 export PYTEST_BUDGET_S=${BUDGET_S:-0}
 # each run also writes, at its end, the device arrays still alive and what holds them

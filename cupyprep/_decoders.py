@@ -57,6 +57,9 @@ CHANNELS = {"bgr": 3, "rgb": 3, "gray": 1}
 # nvImageCodec's decoder options: libjpeg's "fancy" (interpolating) chroma upsampling, the
 # choice OpenCV's libjpeg-turbo makes, so 4:2:0 / 4:2:2 images come out like cv2.imdecode's
 NVIMGCODEC_OPTIONS = ":fancy_upsampling=1"
+# nvImageCodec's backends, in the order it tries them: the hardware JPEG engines (where the
+# GPU has them), then CUDA decoding, then CUDA with the Huffman decoding on the host
+NVIMGCODEC_BACKENDS = ("HW_GPU_ONLY", "GPU_ONLY", "HYBRID_CPU_GPU")
 # batches whose copies may be in flight before a new one waits on the oldest (host memory
 # held for them stays bounded when the GPU falls far behind)
 MAX_IN_FLIGHT = 64
@@ -548,7 +551,7 @@ class NvImageCodecBackend:
         decoder = self._decoders.get(device_id)
         if decoder is None:
             nv = self.nvimgcodec
-            kinds = [nv.BackendKind.HW_GPU_ONLY, nv.BackendKind.GPU_ONLY, nv.BackendKind.HYBRID_CPU_GPU]
+            kinds = [getattr(nv.BackendKind, k) for k in NVIMGCODEC_BACKENDS]
             decoder = nv.Decoder(device_id=device_id, backends=[nv.Backend(k) for k in kinds],
                                  options=NVIMGCODEC_OPTIONS)
             self._decoders[device_id] = decoder

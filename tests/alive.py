@@ -110,6 +110,19 @@ def turn_cupy_pools_off(track=False):
         track_allocations()
 
 
+def decode_without_the_hardware_engine():
+    """``CUPYPREP_TEST_NO_HW_DECODE=1`` (``HW_DECODE=off`` of benchmarks/sanitize.sh):
+    nvImageCodec decodes with CUDA only, not with the JPEG hardware engine. initcheck
+    reported reads in nvJPEG's conversion kernels after hardware decodes (docs/reliability.md,
+    runs 9 and 10); the engine's writes are no kernel stores, and with this setting the
+    same tests show whether a CUDA decode, whose writes are, gives them too."""
+    if os.environ.get("CUPYPREP_TEST_NO_HW_DECODE") != "1":
+        return
+    from cupyprep import _decoders
+
+    _decoders.NVIMGCODEC_BACKENDS = tuple(k for k in _decoders.NVIMGCODEC_BACKENDS if k != "HW_GPU_ONLY")
+
+
 def release_kept_blocks():
     """Let go of every block cupyprep keeps on purpose (launch plans, uploaded tables, graph
     memory, the page-locked uploads of the last decodes), collect garbage, and have CuPy

@@ -48,6 +48,9 @@ def torch_caching_off() -> bool:
 
 
 def pytest_configure(config):
+    from alive import decode_without_the_hardware_engine
+
+    decode_without_the_hardware_engine()  # CUPYPREP_TEST_NO_HW_DECODE=1 (benchmarks/sanitize.sh)
     # CUPYPREP_TEST_NO_POOL=1 (benchmarks/sanitize.sh): every CuPy allocation is a cudaMalloc
     # of its own, so compute-sanitizer's leak check sees blocks CuPy's pool would keep
     if cupy_pool_off():

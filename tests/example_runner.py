@@ -1,9 +1,10 @@
 """``python tests/example_runner.py examples/x.py [args]``: runs the example as ``python
 examples/x.py [args]`` would, for the sanitizer runs (benchmarks/sanitize.sh, through
-tests/test_examples.py): CuPy's pools off, as in the test process, and at the end the
-script's globals dropped and what cupyprep and the libraries keep released, so the leak
-check at the process's exit reports only blocks nothing owns (a script's arrays in its
-globals, or a pool's cache, at exit are no leak)."""
+tests/test_examples.py): with the pools off (``CUPYPREP_TEST_NO_POOL=1``), CuPy's pools off,
+as in the test process, and at the end the script's globals dropped and what cupyprep and
+the libraries keep released, so the leak check at the process's exit reports only blocks
+nothing owns (a script's arrays in its globals, or a pool's cache, at exit are no leak);
+with ``CUPYPREP_TEST_NO_HW_DECODE=1``, decoding without the JPEG hardware engine."""
 from __future__ import annotations
 
 import os
@@ -13,14 +14,18 @@ import sys
 
 def main():
     script, *args = sys.argv[1:]
-    from alive import release_kept_blocks, turn_cupy_pools_off
+    from alive import decode_without_the_hardware_engine, release_kept_blocks, turn_cupy_pools_off
 
-    turn_cupy_pools_off()
+    pools_off = os.environ.get("CUPYPREP_TEST_NO_POOL") == "1"
+    if pools_off:
+        turn_cupy_pools_off()
+    decode_without_the_hardware_engine()
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as python script.py has it
     names = runpy.run_path(script, run_name="__main__")
     names.clear()
-    release_kept_blocks()
+    if pools_off:
+        release_kept_blocks()
 
 
 if __name__ == "__main__":

@@ -63,3 +63,26 @@ def test_no_tracking_no_allocation_section(fake_cupy, monkeypatch, tmp_path):
     alive.report_alive(str(tmp_path), session)
     (report,) = tmp_path.iterdir()
     assert "not freed" not in report.read_text()
+
+
+def test_decoding_without_the_hardware_engine(monkeypatch):
+    """CUPYPREP_TEST_NO_HW_DECODE=1: nvImageCodec's decoder is made without its hardware
+    backend, the others in their order; unset, with all three."""
+    from alive import decode_without_the_hardware_engine
+
+    from cupyprep import _decoders
+
+    made = []
+    nv = types.SimpleNamespace(
+        BackendKind=types.SimpleNamespace(HW_GPU_ONLY="hw", GPU_ONLY="gpu", HYBRID_CPU_GPU="hybrid"),
+        Backend=lambda kind: ("backend", kind),
+        Decoder=lambda **kw: made.append(kw["backends"]) or object())
+    monkeypatch.setattr(_decoders, "NVIMGCODEC_BACKENDS", _decoders.NVIMGCODEC_BACKENDS)
+    monkeypatch.delenv("CUPYPREP_TEST_NO_HW_DECODE", raising=False)
+    decode_without_the_hardware_engine()
+    _decoders.NvImageCodecBackend(nv)._decoder(0)
+    monkeypatch.setenv("CUPYPREP_TEST_NO_HW_DECODE", "1")
+    decode_without_the_hardware_engine()
+    _decoders.NvImageCodecBackend(nv)._decoder(0)
+    assert made == [[("backend", "hw"), ("backend", "gpu"), ("backend", "hybrid")],
+                    [("backend", "gpu"), ("backend", "hybrid")]]

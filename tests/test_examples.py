@@ -27,8 +27,9 @@ def run_example(script, backend, cwd, *args):
     command = [sys.executable, str(ROOT / "examples" / script), *args]
     if backend == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
-    elif cupy_pool_off():  # benchmarks/sanitize.sh: pools off,
-        # and what the script and the libraries keep released before the leak check at exit
+    elif cupy_pool_off() or os.environ.get("CUPYPREP_TEST_NO_HW_DECODE") == "1":
+        # benchmarks/sanitize.sh: pools off, and what the script and the libraries keep
+        # released before the leak check at exit; or decoding without the hardware engine
         command[1:1] = [str(ROOT / "tests" / "example_runner.py")]
         env["PYTHONPATH"] += os.pathsep + str(ROOT / "tests")
     proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
