@@ -169,6 +169,10 @@ def _is_out_of_memory(exc):
         if isinstance(exc, getattr(torch, "OutOfMemoryError", ())):
             return True
         if isinstance(exc, getattr(torch, "AcceleratorError", ())):
+            # torch's own carry the CUDA status (error_code); the message, for those without
+            code = getattr(exc, "error_code", None)
+            if code is not None:
+                return code == _CUDA_ERROR_MEMORY_ALLOCATION
             return "CUDA error: out of memory" in str(exc)
     return False
 

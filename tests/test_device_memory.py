@@ -45,16 +45,26 @@ def cupy_malloc_oom(nbytes):
 
 
 def torch_malloc_oom(nbytes):
-    """What torch without its caching allocator raises (PYTORCH_NO_CUDA_MEMORY_CACHING=1)."""
+    """What torch without its caching allocator raises (PYTORCH_NO_CUDA_MEMORY_CACHING=1):
+    on the device its error_code is 2 (cudaErrorMemoryAllocation; docs/reliability.md, run 9)."""
     torch = pytest.importorskip("torch")
-    return torch.AcceleratorError("CUDA error: out of memory\nCUDA kernel errors might be "
-                                  "asynchronously reported at some other API call")
+    exc = torch.AcceleratorError("CUDA error: out of memory\nCUDA kernel errors might be "
+                                 "asynchronously reported at some other API call")
+    exc.error_code = 2
+    return exc
+
+
+def torch_malloc_oom_without_code(nbytes):
+    """The same error made without its error_code: recognized by its message."""
+    torch = pytest.importorskip("torch")
+    return torch.AcceleratorError("CUDA error: out of memory")
 
 
 @pytest.mark.emulated
 @pytest.mark.parametrize("make_error, base", [(cupy_oom, "cupy"), (torch_oom, "torch"),
                                               (cupy_malloc_oom, "cupy malloc"),
-                                              (torch_malloc_oom, "torch malloc")])
+                                              (torch_malloc_oom, "torch malloc"),
+                                              (torch_malloc_oom_without_code, "torch malloc")])
 def test_out_of_memory_names_the_op_and_size_and_the_next_call_works(monkeypatch, make_error, base):
     from cupyprep.testing import emulate
 
@@ -108,6 +118,9 @@ def test_other_errors_pass_unchanged():
     assert _allocators.out_of_memory(cupy.cuda.runtime.CUDARuntimeError(700), "x") is None
     torch = pytest.importorskip("torch")
     assert _allocators.out_of_memory(torch.AcceleratorError("CUDA error: an illegal memory access"), "x") is None
+    coded = torch.AcceleratorError("CUDA error: out of memory")  # the code decides where there is one
+    coded.error_code = 700  # cudaErrorIllegalAddress
+    assert _allocators.out_of_memory(coded, "x") is None
 
 
 @pytest.mark.gpu
