@@ -157,3 +157,16 @@ for tool in "${tools[@]}"; do
   runs=$(grep -l "ERROR SUMMARY\|RACECHECK SUMMARY" "${logs[@]}" /dev/null | wc -l)
   echo "$tool: $n errors; $t tests passed in $runs of ${#logs[@]} runs that ended with a summary"
 done
+# where the printed reports point: the kernel of each access report and the logs it is in,
+# so reports in other libraries' kernels (nvJPEG, cuDNN, CUB, CuPy's) stand apart from ours
+at=$(for tool in "${tools[@]}"; do
+       for u in "${units[@]}"; do
+         log="$OUT_DIR/$tool-${u%%|*}.log"
+         [ -f "$log" ] && [ "$log" -nt "$started" ] &&
+           sed -n "s/^=========     at \([^(<+]*\).*/\1/p" "$log" | sort -u | sed "s|\$|	$tool-${u%%|*}|"
+       done
+     done | sort | awk -F'\t' '{n[$1]++; if (n[$1] <= 3) w[$1] = w[$1] " " $2} END {for (k in n) print k ":" w[k] (n[k] > 3 ? " and " n[k] - 3 " more" : "")}' | sort)
+if [ -n "$at" ]; then
+  echo "--- the kernels the printed reports name (the first three logs of each)"
+  echo "$at"
+fi

@@ -25,15 +25,17 @@ echo "${{CUPYPREP_TEST_NO_POOL:-}}/${{PYTORCH_NO_CUDA_MEMORY_CACHING:-}}/${{CUPY
 while [ "$1" != python ]; do shift; done
 echo "========= COMPUTE-SANITIZER"
 [ -n "{sleep}" ] && {{ sleep {sleep} & wait; }}
+[ -n "{kernel}" ] && printf '%s\n' "========= Uninitialized __global__ memory read of size 1 bytes" \
+  "=========     at {kernel}+0x4d0" "=========     by thread (0,0,0) in block (0,0,0)"
 echo "3 passed, 1 skipped in 0.10s"
 echo "========= ERROR SUMMARY: 2 errors"
 """
 
 
-def fake_tool(tmp_path, sleep=""):
+def fake_tool(tmp_path, sleep="", kernel=""):
     calls = tmp_path / "calls.txt"
     tool = tmp_path / "fake-sanitizer"
-    tool.write_text(FAKE.format(calls=calls, sleep=sleep))
+    tool.write_text(FAKE.format(calls=calls, sleep=sleep, kernel=kernel))
     tool.chmod(0o755)
     return tool, calls
 
@@ -88,6 +90,18 @@ def test_pools_off_by_default_and_on_only_without_the_leak_check(tmp_path):
     proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py", env={"POOLS": "yes"})
     assert proc.returncode == 2 and "POOLS: expected on or off, got 'yes'" in proc.stderr
     assert not env_file.exists()
+
+
+def test_the_summary_names_the_kernels_of_the_reports(tmp_path):
+    kernel = "void nvjpeg::ycbcr_to_format_kernel_roi<(nvjpegChromaSubsampling_t)2>(nvjpegImage_t)"
+    tool, _ = fake_tool(tmp_path, kernel=kernel)
+    proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py", "tests/test_resize.py")
+    assert proc.returncode == 0, proc.stderr
+    tail = proc.stdout.split("--- the kernels the printed reports name", 1)[1].splitlines()[1:]
+    assert tail == ["void nvjpeg::ycbcr_to_format_kernel_roi: initcheck-test_color initcheck-test_resize"]
+    tool, _ = fake_tool(tmp_path)
+    proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py")
+    assert proc.returncode == 0 and "--- the kernels" not in proc.stdout
 
 
 def test_hw_decode_off_reaches_the_tests(tmp_path):
