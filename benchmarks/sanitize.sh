@@ -16,7 +16,8 @@
 #   each run prints in full.
 # CuPy's pool is off (CUPYPREP_TEST_NO_POOL=1, honoured by tests/conftest.py) so the leak
 # check sees every block; torch's caching allocator is off too (PYTORCH_NO_CUDA_MEMORY_CACHING);
-# POOLS=on keeps both on (not with memcheck); HW_DECODE=off has nvImageCodec decode
+# POOLS=on keeps both on (not with memcheck); POOLS=async has both allocate with
+# cudaMallocAsync, and memcheck track stream-ordered races; HW_DECODE=off has nvImageCodec decode
 # without the JPEG hardware engine, whose writes are no kernel stores (tests/alive.py);
 # $OUT_DIR/alive gets each run's report of the device arrays alive at its end. The tests see
 # CUPYPREP_TEST_SANITIZER=<tool> (tests/conftest.py skips those that time the GPU against the
@@ -45,7 +46,12 @@ case "${POOLS:-off}" in
       if [ "$t" = memcheck ]; then echo "POOLS=on: memcheck's leak check needs the pools off" >&2; exit 2; fi
     done
     unset CUPYPREP_TEST_NO_POOL PYTORCH_NO_CUDA_MEMORY_CACHING ;;
-  *) echo "POOLS: expected on or off, got '$POOLS'" >&2; exit 2 ;;
+  async)  # every allocation a cudaMallocAsync on its stream, freed with cudaFreeAsync:
+          # memcheck (--track-stream-ordered-races all) reports a block used on a stream
+          # not ordered after its allocation, or after its free
+    unset CUPYPREP_TEST_NO_POOL PYTORCH_NO_CUDA_MEMORY_CACHING
+    export CUPYPREP_TEST_ASYNC_POOL=1 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync ;;
+  *) echo "POOLS: expected on, off or async, got '$POOLS'" >&2; exit 2 ;;
 esac
 collect() {  # the test ids pytest collects with -m "$K" from its arguments (the lines before
   # the first empty one: a warnings summary after it may name test ids again)
@@ -101,6 +107,7 @@ export CUPYPREP_TEST_ALIVE_DIR=${CUPYPREP_TEST_ALIVE_DIR:-$OUT_DIR/alive}
 one() {  # tool unit ("name|file" or "name|@file of test ids")
   local tool=$1 name=${2%%|*} what=${2#*|} extra=() args=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
+  [ "$tool" = memcheck ] && [ "${POOLS:-off}" = async ] && extra+=(--track-stream-ordered-races all)
   if [ "${what:0:1}" = "@" ]; then mapfile -t args < "${what:1}"; else args=("$what"); fi
   local log="$OUT_DIR/$tool-$name.log"
   # host backtraces off (BACKTRACE=device), for every tool: the tools record each CUDA

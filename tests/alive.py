@@ -110,6 +110,17 @@ def turn_cupy_pools_off(track=False):
         track_allocations()
 
 
+def use_async_pools():
+    """CuPy's allocations made with ``cudaMallocAsync`` on the current stream and freed with
+    ``cudaFreeAsync`` (``cupy.cuda.MemoryAsyncPool``): with memcheck's
+    ``--track-stream-ordered-races all``, a use of a block on a stream not ordered after its
+    allocation, or after its free, is reported. (torch's allocator is chosen by
+    ``PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync`` before it starts.)"""
+    import cupy
+
+    cupy.cuda.set_allocator(cupy.cuda.MemoryAsyncPool().malloc)
+
+
 def decode_without_the_hardware_engine():
     """``CUPYPREP_TEST_NO_HW_DECODE=1`` (``HW_DECODE=off`` of benchmarks/sanitize.sh):
     nvImageCodec decodes with CUDA only, not with the JPEG hardware engine. initcheck

@@ -36,15 +36,25 @@ def cuda_available() -> bool:
         return False
 
 
+def async_pools() -> bool:
+    """``CUPYPREP_TEST_ASYNC_POOL=1`` (``POOLS=async`` of benchmarks/sanitize.sh): CuPy
+    allocates with ``cudaMallocAsync`` (``cupy.cuda.MemoryAsyncPool``), and torch too
+    (``PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync``), so the tools see every allocation
+    and free in its stream's order."""
+    return os.environ.get("CUPYPREP_TEST_ASYNC_POOL") == "1"
+
+
 def cupy_pool_off() -> bool:
-    """``CUPYPREP_TEST_NO_POOL=1`` (benchmarks/sanitize.sh): CuPy's pools are off."""
-    return os.environ.get("CUPYPREP_TEST_NO_POOL") == "1"
+    """CuPy's default pool is not in use: off (``CUPYPREP_TEST_NO_POOL=1``) or replaced by
+    the stream-ordered one (:func:`async_pools`), both set by benchmarks/sanitize.sh."""
+    return os.environ.get("CUPYPREP_TEST_NO_POOL") == "1" or async_pools()
 
 
 def torch_caching_off() -> bool:
-    """``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` (benchmarks/sanitize.sh): torch's caching
-    allocator is off."""
-    return os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1"
+    """torch's caching allocator is not in use: off (``PYTORCH_NO_CUDA_MEMORY_CACHING=1``)
+    or replaced by ``cudaMallocAsync`` (:func:`async_pools`), both set by
+    benchmarks/sanitize.sh."""
+    return os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1" or async_pools()
 
 
 def pytest_configure(config):
@@ -52,8 +62,13 @@ def pytest_configure(config):
 
     decode_without_the_hardware_engine()  # CUPYPREP_TEST_NO_HW_DECODE=1 (benchmarks/sanitize.sh)
     # CUPYPREP_TEST_NO_POOL=1 (benchmarks/sanitize.sh): every CuPy allocation is a cudaMalloc
-    # of its own, so compute-sanitizer's leak check sees blocks CuPy's pool would keep
-    if cupy_pool_off():
+    # of its own, so compute-sanitizer's leak check sees blocks CuPy's pool would keep;
+    # CUPYPREP_TEST_ASYNC_POOL=1: every one a cudaMallocAsync on its stream
+    if async_pools():
+        from alive import use_async_pools
+
+        use_async_pools()
+    elif os.environ.get("CUPYPREP_TEST_NO_POOL") == "1":
         try:
             from alive import turn_cupy_pools_off
 

@@ -4,7 +4,8 @@ tests/test_examples.py): with the pools off (``CUPYPREP_TEST_NO_POOL=1``), CuPy'
 as in the test process, and at the end the script's globals dropped and what cupyprep and
 the libraries keep released, so the leak check at the process's exit reports only blocks
 nothing owns (a script's arrays in its globals, or a pool's cache, at exit are no leak);
-with ``CUPYPREP_TEST_NO_HW_DECODE=1``, decoding without the JPEG hardware engine."""
+with ``CUPYPREP_TEST_ASYNC_POOL=1``, CuPy's stream-ordered pool; with
+``CUPYPREP_TEST_NO_HW_DECODE=1``, decoding without the JPEG hardware engine."""
 from __future__ import annotations
 
 import os
@@ -14,17 +15,21 @@ import sys
 
 def main():
     script, *args = sys.argv[1:]
-    from alive import decode_without_the_hardware_engine, release_kept_blocks, turn_cupy_pools_off
+    from alive import (decode_without_the_hardware_engine, release_kept_blocks, turn_cupy_pools_off,
+                       use_async_pools)
 
     pools_off = os.environ.get("CUPYPREP_TEST_NO_POOL") == "1"
+    async_pools = os.environ.get("CUPYPREP_TEST_ASYNC_POOL") == "1"
     if pools_off:
         turn_cupy_pools_off()
+    elif async_pools:
+        use_async_pools()
     decode_without_the_hardware_engine()
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as python script.py has it
     names = runpy.run_path(script, run_name="__main__")
     names.clear()
-    if pools_off:
+    if pools_off or async_pools:  # a leak check at exit
         release_kept_blocks()
 
 

@@ -86,3 +86,30 @@ def test_decoding_without_the_hardware_engine(monkeypatch):
     _decoders.NvImageCodecBackend(nv)._decoder(0)
     assert made == [[("backend", "hw"), ("backend", "gpu"), ("backend", "hybrid")],
                     [("backend", "gpu"), ("backend", "hybrid")]]
+
+
+def test_async_pools_set_cupys_stream_ordered_allocator(monkeypatch):
+    """POOLS=async of benchmarks/sanitize.sh: CuPy allocates from a MemoryAsyncPool."""
+    chosen = []
+
+    class FakeAsyncPool:
+        def malloc(self, size):
+            return ("async", size)
+
+    cuda = types.SimpleNamespace(MemoryAsyncPool=FakeAsyncPool, set_allocator=chosen.append)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+    alive.use_async_pools()
+    assert len(chosen) == 1 and chosen[0](8) == ("async", 8)
+
+
+def test_conftest_reads_the_pool_settings(monkeypatch):
+    import conftest
+
+    for name in ("CUPYPREP_TEST_NO_POOL", "CUPYPREP_TEST_ASYNC_POOL", "PYTORCH_NO_CUDA_MEMORY_CACHING"):
+        monkeypatch.delenv(name, raising=False)
+    assert not conftest.cupy_pool_off() and not conftest.torch_caching_off() and not conftest.async_pools()
+    monkeypatch.setenv("CUPYPREP_TEST_ASYNC_POOL", "1")  # the default pool and caching replaced
+    assert conftest.cupy_pool_off() and conftest.torch_caching_off() and conftest.async_pools()
+    monkeypatch.delenv("CUPYPREP_TEST_ASYNC_POOL")
+    monkeypatch.setenv("CUPYPREP_TEST_NO_POOL", "1")
+    assert conftest.cupy_pool_off() and not conftest.torch_caching_off()

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("ps
 FAKE = """#!/bin/bash
 # stands in for compute-sanitizer: notes its options and environment, prints a summary
 echo "$CUPYPREP_TEST_SANITIZER|$*" >> "{calls}"
-echo "${{CUPYPREP_TEST_NO_POOL:-}}/${{PYTORCH_NO_CUDA_MEMORY_CACHING:-}}/${{CUPYPREP_TEST_NO_HW_DECODE:-}}" >> "{calls}.env"
+echo "${{CUPYPREP_TEST_NO_POOL:-}}/${{PYTORCH_NO_CUDA_MEMORY_CACHING:-}}/${{CUPYPREP_TEST_NO_HW_DECODE:-}}/\
+${{CUPYPREP_TEST_ASYNC_POOL:-}}/${{PYTORCH_CUDA_ALLOC_CONF:-}}" >> "{calls}.env"
 while [ "$1" != python ]; do shift; done
 echo "========= COMPUTE-SANITIZER"
 [ -n "{sleep}" ] && {{ sleep {sleep} & wait; }}
@@ -79,17 +80,31 @@ def test_pools_off_by_default_and_on_only_without_the_leak_check(tmp_path):
     env_file = Path(f"{calls}.env")
     proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py")
     assert proc.returncode == 0, proc.stderr
-    assert env_file.read_text().splitlines() == ["1/1/"]
+    assert env_file.read_text().splitlines() == ["1/1///"]
     env_file.unlink()
     proc = run(tmp_path, tool, "initcheck", "racecheck", "--", "tests/test_color.py", env={"POOLS": "on"})
     assert proc.returncode == 0, proc.stderr
-    assert env_file.read_text().splitlines() == ["//", "//"]
+    assert env_file.read_text().splitlines() == ["////", "////"]
     env_file.unlink()
     proc = run(tmp_path, tool, "initcheck", "memcheck", "--", "tests/test_color.py", env={"POOLS": "on"})
     assert proc.returncode == 2 and "memcheck's leak check needs the pools off" in proc.stderr
     proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py", env={"POOLS": "yes"})
-    assert proc.returncode == 2 and "POOLS: expected on or off, got 'yes'" in proc.stderr
+    assert proc.returncode == 2 and "POOLS: expected on, off or async, got 'yes'" in proc.stderr
     assert not env_file.exists()
+
+
+def test_async_pools_and_memcheck_tracks_stream_ordered_races(tmp_path):
+    tool, calls = fake_tool(tmp_path)
+    env_file = Path(f"{calls}.env")
+    proc = run(tmp_path, tool, "memcheck", "initcheck", "--", "tests/test_color.py", env={"POOLS": "async"})
+    assert proc.returncode == 0, proc.stderr
+    assert env_file.read_text().splitlines() == ["///1/backend:cudaMallocAsync"] * 2
+    options = dict(line.split("|") for line in calls.read_text().splitlines())
+    assert "--leak-check full --track-stream-ordered-races all" in options["memcheck"]
+    assert "--track-stream-ordered-races" not in options["initcheck"]
+    calls.unlink()
+    run(tmp_path, tool, "memcheck", "--", "tests/test_color.py")
+    assert "--track-stream-ordered-races" not in calls.read_text()
 
 
 def test_the_summary_names_the_kernels_of_the_reports(tmp_path):
@@ -109,7 +124,7 @@ def test_hw_decode_off_reaches_the_tests(tmp_path):
     env_file = Path(f"{calls}.env")
     proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py", env={"HW_DECODE": "off"})
     assert proc.returncode == 0, proc.stderr
-    assert env_file.read_text().splitlines() == ["1/1/1"]
+    assert env_file.read_text().splitlines() == ["1/1/1//"]
     proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py", env={"HW_DECODE": "no"})
     assert proc.returncode == 2 and "HW_DECODE: expected on or off, got 'no'" in proc.stderr
 
