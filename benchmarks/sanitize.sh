@@ -37,21 +37,30 @@ while [ $# -gt 0 ]; do
   if [ "$1" = "--" ]; then shift; files=("$@"); break; fi
   tools+=("$1"); shift
 done
-[ ${#tools[@]} -eq 0 ] && tools=(memcheck racecheck initcheck synccheck)
+if [ ${#tools[@]} -eq 0 ]; then  # (POOLS=on: the three that need no leak check)
+  tools=(memcheck racecheck initcheck synccheck)
+  [ "${POOLS:-off}" = on ] && tools=(racecheck initcheck synccheck)
+fi
+# each setting sets or clears every variable the tests read, so none is inherited
+unset CUPYPREP_TEST_NO_POOL PYTORCH_NO_CUDA_MEMORY_CACHING CUPYPREP_TEST_ASYNC_POOL
 case "${POOLS:-off}" in
   off) export CUPYPREP_TEST_NO_POOL=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 ;;
   on)  # CuPy's pools and torch's caching allocator as users have them (initcheck, racecheck,
        # synccheck: whether a report depends on every allocation being a cudaMalloc of its own)
     for t in "${tools[@]}"; do
       if [ "$t" = memcheck ]; then echo "POOLS=on: memcheck's leak check needs the pools off" >&2; exit 2; fi
-    done
-    unset CUPYPREP_TEST_NO_POOL PYTORCH_NO_CUDA_MEMORY_CACHING ;;
+    done ;;
   async)  # every allocation a cudaMallocAsync on its stream, freed with cudaFreeAsync:
           # memcheck (--track-stream-ordered-races all) reports a block used on a stream
-          # not ordered after its allocation, or after its free
-    unset CUPYPREP_TEST_NO_POOL PYTORCH_NO_CUDA_MEMORY_CACHING
+          # not ordered after its allocation, or after its free (torch's other allocator
+          # settings in PYTORCH_CUDA_ALLOC_CONF give way to its backend)
     export CUPYPREP_TEST_ASYNC_POOL=1 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync ;;
   *) echo "POOLS: expected on, off or async, got '$POOLS'" >&2; exit 2 ;;
+esac
+case "${HW_DECODE:-on}" in
+  on) unset CUPYPREP_TEST_NO_HW_DECODE ;;
+  off) export CUPYPREP_TEST_NO_HW_DECODE=1 ;;  # nvImageCodec without the JPEG hardware engine
+  *) echo "HW_DECODE: expected on or off, got '$HW_DECODE'" >&2; exit 2 ;;
 esac
 collect() {  # the test ids pytest collects with -m "$K" from its arguments (the lines before
   # the first empty one: a warnings summary after it may name test ids again)
@@ -94,11 +103,6 @@ if [ "${CHUNK:-0}" -gt 0 ]; then
 else
   for f in "${files[@]}"; do units+=("$(basename "$f" .py)|$f"); done
 fi
-case "${HW_DECODE:-on}" in
-  on) ;;
-  off) export CUPYPREP_TEST_NO_HW_DECODE=1 ;;  # nvImageCodec without the JPEG hardware engine
-  *) echo "HW_DECODE: expected on or off, got '$HW_DECODE'" >&2; exit 2 ;;
-esac
 export PYTHONPATH=${PYTHONPATH:-.}
 export PYTEST_BUDGET_S=${BUDGET_S:-0}
 # each run also writes, at its end, the device arrays still alive and what holds them
@@ -164,8 +168,9 @@ for tool in "${tools[@]}"; do
   runs=$(grep -l "ERROR SUMMARY\|RACECHECK SUMMARY" "${logs[@]}" /dev/null | wc -l)
   echo "$tool: $n errors; $t tests passed in $runs of ${#logs[@]} runs that ended with a summary"
 done
-# where the printed reports point: the kernel of each access report and the logs it is in,
-# so reports in other libraries' kernels (nvJPEG, cuDNN, CUB, CuPy's) stand apart from ours
+# where the printed reports point: the kernel of each of memcheck's and initcheck's access
+# reports ("at <kernel>"; racecheck words its hazards otherwise) and the logs it is in, so
+# reports in other libraries' kernels (nvJPEG, cuDNN, CUB, CuPy's) stand apart from ours
 at=$(for tool in "${tools[@]}"; do
        for u in "${units[@]}"; do
          log="$OUT_DIR/$tool-${u%%|*}.log"

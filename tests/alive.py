@@ -138,10 +138,10 @@ def release_kept_blocks():
     """Let go of every block cupyprep keeps on purpose (launch plans, uploaded tables, graph
     memory, the page-locked uploads of the last decodes), collect garbage, and have CuPy
     and torch give back what they cache, so that a leak check at exit reports only blocks
-    nothing owns. CuPy keeps the page-locked staging
-    buffer of a host-to-device copy (``cupy.asarray`` of a NumPy array) until its event is
-    seen done, which only its next such copy checks: an event that is done (never
-    recorded) added to its watch list has it release every finished one."""
+    nothing owns. CuPy keeps the page-locked staging buffer of a host-to-device copy
+    (``cupy.asarray`` of a NumPy array) until its event is seen done, which only its next
+    such copy checks: an event that is done (never recorded) added to its watch list has it
+    release every finished one."""
     import cupy
     from cupy.cuda import pinned_memory
 

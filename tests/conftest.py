@@ -64,7 +64,7 @@ def pytest_configure(config):
     # CUPYPREP_TEST_NO_POOL=1 (benchmarks/sanitize.sh): every CuPy allocation is a cudaMalloc
     # of its own, so compute-sanitizer's leak check sees blocks CuPy's pool would keep;
     # CUPYPREP_TEST_ASYNC_POOL=1: every one a cudaMallocAsync on its stream
-    if async_pools():
+    if async_pools() and cuda_available():
         from alive import use_async_pools
 
         use_async_pools()
@@ -111,10 +111,11 @@ def counting(monkeypatch, owner, name):
 def torch_graphs_need_caching():
     """Skip a test that captures a torch CUDA graph allocating inside the capture when
     torch's caching allocator is off (benchmarks/sanitize.sh): torch then allocates with
-    cudaMalloc, which a capturing stream refuses."""
+    cudaMalloc, which a capturing stream refuses; or replaced by ``cudaMallocAsync``
+    (``POOLS=async``): these tests are written for the caching allocator's graph pools."""
     if torch_caching_off():
-        pytest.skip("torch captures allocations into a CUDA graph only through its caching "
-                    "allocator, which PYTORCH_NO_CUDA_MEMORY_CACHING=1 turns off")
+        pytest.skip("torch captures allocations into a CUDA graph through its caching allocator's "
+                    "graph pools, which this run turns off or replaces")
 
 
 def needs_pools():

@@ -77,7 +77,7 @@ def test_decoding_without_the_hardware_engine(monkeypatch):
         BackendKind=types.SimpleNamespace(HW_GPU_ONLY="hw", GPU_ONLY="gpu", HYBRID_CPU_GPU="hybrid"),
         Backend=lambda kind: ("backend", kind),
         Decoder=lambda **kw: made.append(kw["backends"]) or object())
-    monkeypatch.setattr(_decoders, "NVIMGCODEC_BACKENDS", _decoders.NVIMGCODEC_BACKENDS)
+    monkeypatch.setattr(_decoders, "NVIMGCODEC_BACKENDS", ("HW_GPU_ONLY", "GPU_ONLY", "HYBRID_CPU_GPU"))
     monkeypatch.delenv("CUPYPREP_TEST_NO_HW_DECODE", raising=False)
     decode_without_the_hardware_engine()
     _decoders.NvImageCodecBackend(nv)._decoder(0)
@@ -113,3 +113,40 @@ def test_conftest_reads_the_pool_settings(monkeypatch):
     monkeypatch.delenv("CUPYPREP_TEST_ASYNC_POOL")
     monkeypatch.setenv("CUPYPREP_TEST_NO_POOL", "1")
     assert conftest.cupy_pool_off() and not conftest.torch_caching_off()
+
+
+def test_release_kept_blocks_lets_go_of_the_last_decodes_uploads(monkeypatch):
+    """The leak check's release drops the decoder's in-flight entries whose event is done
+    (after its device synchronize, every one): the page-locked uploads of the last decodes
+    were reported as leaks before."""
+    import weakref
+
+    from cupyprep import _decoders, _plans, _transfers, interop
+
+    class Done:
+        done = True
+
+    class Upload:  # stands in for a page-locked buffer
+        pass
+
+    calls = []
+    pool = types.SimpleNamespace(free_all_blocks=lambda: calls.append("free"))
+    cuda = types.SimpleNamespace(Device=lambda: types.SimpleNamespace(synchronize=lambda: calls.append("sync")),
+                                 Event=object,
+                                 pinned_memory=types.SimpleNamespace(_add_to_watch_list=lambda e, o: None))
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
+        cuda=cuda, get_default_memory_pool=lambda: pool, get_default_pinned_memory_pool=lambda: pool))
+    monkeypatch.setitem(sys.modules, "cupy.cuda", cuda)
+    for owner, name in ((_plans, "clear_all"), (_transfers, "drop_constants"), (interop, "release_graph_memory")):
+        monkeypatch.setattr(owner, name, lambda: None)
+    held = _decoders._InFlight()
+    monkeypatch.setattr(_decoders, "IN_FLIGHT", held)
+    upload = Upload()
+    gone = weakref.ref(upload)
+    held.add(Done(), [upload])
+    del upload
+    assert gone() is not None  # held until something looks at the event
+    alive.release_kept_blocks()
+    # (looked at directly: len() would itself drop the done entries)
+    assert gone() is None and held._items == []
+    assert calls[0] == "sync"

@@ -33,6 +33,11 @@ echo "========= ERROR SUMMARY: 2 errors"
 """
 
 
+# the runner's settings and the variables it gives the tests
+SETTINGS = ("POOLS", "HW_DECODE", "CUPYPREP_TEST_NO_POOL", "PYTORCH_NO_CUDA_MEMORY_CACHING",
+            "CUPYPREP_TEST_ASYNC_POOL", "PYTORCH_CUDA_ALLOC_CONF", "CUPYPREP_TEST_NO_HW_DECODE")
+
+
 def fake_tool(tmp_path, sleep="", kernel=""):
     calls = tmp_path / "calls.txt"
     tool = tmp_path / "fake-sanitizer"
@@ -43,7 +48,8 @@ def fake_tool(tmp_path, sleep="", kernel=""):
 
 def run(tmp_path, tool, *args, env=None, timeout=120):
     # (python on PATH is this interpreter: the script collects the default files with it)
-    full = dict(os.environ, COMPUTE_SANITIZER=str(tool), OUT_DIR=str(tmp_path / "logs"), JOBS="2",
+    full = {k: v for k, v in os.environ.items() if k not in SETTINGS}  # (none inherited)
+    full.update(COMPUTE_SANITIZER=str(tool), OUT_DIR=str(tmp_path / "logs"), JOBS="2",
                 PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     full.update(env or {})
     return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=full, capture_output=True, text=True,
@@ -91,6 +97,30 @@ def test_pools_off_by_default_and_on_only_without_the_leak_check(tmp_path):
     proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py", env={"POOLS": "yes"})
     assert proc.returncode == 2 and "POOLS: expected on, off or async, got 'yes'" in proc.stderr
     assert not env_file.exists()
+
+
+def test_pools_on_without_tools_runs_the_three_without_a_leak_check(tmp_path):
+    tool, calls = fake_tool(tmp_path)
+    proc = run(tmp_path, tool, "--", "tests/test_color.py", env={"POOLS": "on"})
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(line.split("|")[0] for line in calls.read_text().splitlines()) == \
+        ["initcheck", "racecheck", "synccheck"]
+
+
+def test_no_setting_is_inherited(tmp_path):
+    """Each setting sets or clears every variable the tests read: a variable left in the
+    environment by an earlier run does not change this one."""
+    tool, calls = fake_tool(tmp_path)
+    env_file = Path(f"{calls}.env")
+    left = {"CUPYPREP_TEST_ASYNC_POOL": "1", "CUPYPREP_TEST_NO_HW_DECODE": "1",
+            "CUPYPREP_TEST_NO_POOL": "1", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py", env=left)
+    assert proc.returncode == 0, proc.stderr
+    assert env_file.read_text().splitlines() == ["1/1///"]
+    env_file.unlink()
+    proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py", env={**left, "POOLS": "on"})
+    assert proc.returncode == 0, proc.stderr
+    assert env_file.read_text().splitlines() == ["////"]
 
 
 def test_async_pools_and_memcheck_tracks_stream_ordered_races(tmp_path):
