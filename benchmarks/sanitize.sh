@@ -153,12 +153,14 @@ done
 while [ -n "$(jobs -pr)" ]; do wait; done
 [ "$stopped" = 1 ] && echo "--- stopped: the runs not listed above did not end"
 echo "--- errors per tool (the ERROR SUMMARY lines, summed), and the tests each tool ran"
+ours=()  # this run's logs, every tool's
 for tool in "${tools[@]}"; do
   logs=()  # this run's logs of the tool (not those an earlier run left in $OUT_DIR)
   for u in "${units[@]}"; do
     log="$OUT_DIR/$tool-${u%%|*}.log"
     [ -f "$log" ] && [ "$log" -nt "$started" ] && logs+=("$log")
   done
+  ours+=("${logs[@]}")
   # (racecheck ends with "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)")
   n=$(cat "${logs[@]}" /dev/null |
       sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p; s/.*RACECHECK SUMMARY: .*(\([0-9]*\) error.*/\1/p' |
@@ -171,12 +173,8 @@ done
 # where the printed reports point: the kernel of each of memcheck's and initcheck's access
 # reports ("at <kernel>"; racecheck words its hazards otherwise) and the logs it is in, so
 # reports in other libraries' kernels (nvJPEG, cuDNN, CUB, CuPy's) stand apart from ours
-at=$(for tool in "${tools[@]}"; do
-       for u in "${units[@]}"; do
-         log="$OUT_DIR/$tool-${u%%|*}.log"
-         [ -f "$log" ] && [ "$log" -nt "$started" ] &&
-           sed -n "s/^=========     at \([^(<+]*\).*/\1/p" "$log" | sort -u | sed "s|\$|	$tool-${u%%|*}|"
-       done
+at=$(for log in "${ours[@]}"; do
+       sed -n "s/^=========     at \([^(<+]*\).*/\1/p" "$log" | sort -u | sed "s|\$|	$(basename "$log" .log)|"
      done | sort | awk -F'\t' '{n[$1]++; if (n[$1] <= 3) w[$1] = w[$1] " " $2} END {for (k in n) print k ":" w[k] (n[k] > 3 ? " and " n[k] - 3 " more" : "")}' | sort)
 if [ -n "$at" ]; then
   echo "--- the kernels the printed reports name (the first three logs of each)"

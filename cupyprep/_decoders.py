@@ -551,9 +551,8 @@ class NvImageCodecBackend:
         decoder = self._decoders.get(device_id)
         if decoder is None:
             nv = self.nvimgcodec
-            kinds = [getattr(nv.BackendKind, k) for k in NVIMGCODEC_BACKENDS]
-            decoder = nv.Decoder(device_id=device_id, backends=[nv.Backend(k) for k in kinds],
-                                 options=NVIMGCODEC_OPTIONS)
+            backends = [nv.Backend(getattr(nv.BackendKind, k)) for k in NVIMGCODEC_BACKENDS]
+            decoder = nv.Decoder(device_id=device_id, backends=backends, options=NVIMGCODEC_OPTIONS)
             self._decoders[device_id] = decoder
         return decoder
 

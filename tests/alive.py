@@ -97,6 +97,43 @@ def _frame_holders(o, ignore):
     return holders
 
 
+# --- the sanitizer runs' settings (benchmarks/sanitize.sh exports them) ------------------------
+def pools_off() -> bool:
+    """``CUPYPREP_TEST_NO_POOL=1`` (``POOLS=off``): every CuPy allocation a ``cudaMalloc``
+    of its own, so the leak check sees each block a pool would keep."""
+    return os.environ.get("CUPYPREP_TEST_NO_POOL") == "1"
+
+
+def async_pools() -> bool:
+    """``CUPYPREP_TEST_ASYNC_POOL=1`` (``POOLS=async``): CuPy allocates with
+    ``cudaMallocAsync`` (``cupy.cuda.MemoryAsyncPool``), and torch too
+    (``PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync``), so the tools see every allocation
+    and free in its stream's order."""
+    return os.environ.get("CUPYPREP_TEST_ASYNC_POOL") == "1"
+
+
+def no_hw_decode() -> bool:
+    """``CUPYPREP_TEST_NO_HW_DECODE=1`` (``HW_DECODE=off``): see
+    :func:`decode_without_the_hardware_engine`."""
+    return os.environ.get("CUPYPREP_TEST_NO_HW_DECODE") == "1"
+
+
+def apply_run_settings(device=True, track=False):
+    """Put a process (the tests', or an example script's) in the run's settings: decoding
+    without the hardware engine, and CuPy's allocator (stream-ordered where ``device``, or
+    without pools, with ``track`` each block's maker noted). Returns whether a leak check
+    follows at exit (the pools off or stream-ordered)."""
+    decode_without_the_hardware_engine()
+    if async_pools():
+        if device:
+            use_async_pools()
+        return True
+    if pools_off():
+        turn_cupy_pools_off(track)
+        return True
+    return False
+
+
 def turn_cupy_pools_off(track=False):
     """CuPy without its pools (device and page-locked): every allocation a ``cudaMalloc``
     (``cudaHostAlloc``) of its own, freed when its last holder goes, so a leak check sees
@@ -127,7 +164,7 @@ def decode_without_the_hardware_engine():
     reported reads in nvJPEG's conversion kernels after hardware decodes (docs/reliability.md,
     runs 9 and 10); the engine's writes are no kernel stores, and with this setting the
     same tests show whether a CUDA decode, whose writes are, gives them too."""
-    if os.environ.get("CUPYPREP_TEST_NO_HW_DECODE") != "1":
+    if not no_hw_decode():
         return
     from cupyprep import _decoders
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+from alive import apply_run_settings, async_pools, pools_off  # noqa: E402
 
 try:  # property-based tests (test_properties.py): how many cases each test draws
     from hypothesis import HealthCheck, settings
@@ -36,18 +37,10 @@ def cuda_available() -> bool:
         return False
 
 
-def async_pools() -> bool:
-    """``CUPYPREP_TEST_ASYNC_POOL=1`` (``POOLS=async`` of benchmarks/sanitize.sh): CuPy
-    allocates with ``cudaMallocAsync`` (``cupy.cuda.MemoryAsyncPool``), and torch too
-    (``PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync``), so the tools see every allocation
-    and free in its stream's order."""
-    return os.environ.get("CUPYPREP_TEST_ASYNC_POOL") == "1"
-
-
 def cupy_pool_off() -> bool:
     """CuPy's default pool is not in use: off (``CUPYPREP_TEST_NO_POOL=1``) or replaced by
     the stream-ordered one (:func:`async_pools`), both set by benchmarks/sanitize.sh."""
-    return os.environ.get("CUPYPREP_TEST_NO_POOL") == "1" or async_pools()
+    return pools_off() or async_pools()
 
 
 def torch_caching_off() -> bool:
@@ -58,24 +51,13 @@ def torch_caching_off() -> bool:
 
 
 def pytest_configure(config):
-    from alive import decode_without_the_hardware_engine
-
-    decode_without_the_hardware_engine()  # CUPYPREP_TEST_NO_HW_DECODE=1 (benchmarks/sanitize.sh)
-    # CUPYPREP_TEST_NO_POOL=1 (benchmarks/sanitize.sh): every CuPy allocation is a cudaMalloc
-    # of its own, so compute-sanitizer's leak check sees blocks CuPy's pool would keep;
-    # CUPYPREP_TEST_ASYNC_POOL=1: every one a cudaMallocAsync on its stream
-    if async_pools() and cuda_available():
-        from alive import use_async_pools
-
-        use_async_pools()
-    elif os.environ.get("CUPYPREP_TEST_NO_POOL") == "1":
-        try:
-            from alive import turn_cupy_pools_off
-
-            # (with an alive report, each block's maker noted)
-            turn_cupy_pools_off(track=bool(os.environ.get("CUPYPREP_TEST_ALIVE_DIR")))
-        except ImportError:
-            pass
+    # the sanitizer runs' settings (benchmarks/sanitize.sh): CuPy without its pools (each
+    # block's maker noted where an alive report is asked for) or with the stream-ordered
+    # one, and decoding without the hardware engine
+    try:
+        apply_run_settings(device=cuda_available(), track=bool(os.environ.get("CUPYPREP_TEST_ALIVE_DIR")))
+    except ImportError:  # (no CuPy)
+        pass
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -15,21 +15,14 @@ import sys
 
 def main():
     script, *args = sys.argv[1:]
-    from alive import (decode_without_the_hardware_engine, release_kept_blocks, turn_cupy_pools_off,
-                       use_async_pools)
+    from alive import apply_run_settings, release_kept_blocks
 
-    pools_off = os.environ.get("CUPYPREP_TEST_NO_POOL") == "1"
-    async_pools = os.environ.get("CUPYPREP_TEST_ASYNC_POOL") == "1"
-    if pools_off:
-        turn_cupy_pools_off()
-    elif async_pools:
-        use_async_pools()
-    decode_without_the_hardware_engine()
+    leak_check = apply_run_settings()
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))  # as python script.py has it
     names = runpy.run_path(script, run_name="__main__")
     names.clear()
-    if pools_off or async_pools:  # a leak check at exit
+    if leak_check:
         release_kept_blocks()
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from alive import no_hw_decode
 from conftest import cupy_pool_off
 
 pytest.importorskip("skimage")
@@ -27,7 +28,7 @@ def run_example(script, backend, cwd, *args):
     command = [sys.executable, str(ROOT / "examples" / script), *args]
     if backend == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
-    elif cupy_pool_off() or os.environ.get("CUPYPREP_TEST_NO_HW_DECODE") == "1":
+    elif cupy_pool_off() or no_hw_decode():
         # benchmarks/sanitize.sh: pools off, and what the script and the libraries keep
         # released before the leak check at exit; or decoding without the hardware engine
         command[1:1] = [str(ROOT / "tests" / "example_runner.py")]
