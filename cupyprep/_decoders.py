@@ -517,7 +517,10 @@ class _InFlight:
             self._drop_done()
             return len(self._items)
 
-    __len__ = release_done
+    def __len__(self):
+        """The entries held (done or not: counting lets go of nothing)."""
+        with self._lock:
+            return len(self._items)
 
     def _drop_done(self):
         self._items = [(e, o) for e, o in self._items if not e.done]
