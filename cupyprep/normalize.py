@@ -81,12 +81,18 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
     -------
     >>> x = cupyprep.normalize(rgb, IMAGENET_MEAN, IMAGENET_STD, scale=1 / 255)  # doctest: +SKIP
     """
+    return _normalize(img, mean, std, scale, swap_rb, layout, dtype, out)[0]
+
+
+def _normalize(img, mean, std, scale, swap_rb, layout, dtype, out):
+    """:func:`normalize`'s work: its result and the launch plan the call replayed or stored
+    (None where it has none)."""
     # (mean / std as arrays or tensors get no key: they could change in place)
     kind, key, found = _PLANS.find(img, out, (mean, std, scale, swap_rb, layout, dtype))
     if found is not None:
         native = _replay(found, img, kind, out)
         if native is not None:
-            return native
+            return native, found
     call = _arrays.prepare(img, "img")
     arr = call.array
     in_dtype = _validate.dtype_in("img", arr, spec.IN_DTYPES)
@@ -108,7 +114,8 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
     swap_rb = _validate.flag("swap_rb", swap_rb)
     if not call.device:
         res = cpu.normalize(arr, mean, std, scale, swap_rb, channels_last_out, out_dtype)
-        return call.result(res, out)
+        return call.result(res, out), None
+    plan = None
     out_shape = geo.shape(geo.h, geo.w, channels_last=channels_last_out)
     with call.launch(), call.writing(out, out_shape, out_dtype, [arr]) as (native, dst):
         dgeo = _validate.image_layout(
@@ -134,9 +141,9 @@ def normalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW
                     i64(d_n), i64(d_y), i64(d_x), i64(d_c), f32(scale), *m, *sd, i64(total))
             shape = launch_1d(fn, total, args)
         if shape is not None and key is not None and _plans.unstaged((img,), out):
-            _PLANS.put(key, _plans.LaunchPlan(fn, *shape, args, (0, 1), out_shape, out_dtype,
-                                              units if given else None))
-    return native
+            plan = _plans.LaunchPlan(fn, *shape, args, (0, 1), out_shape, out_dtype, units if given else None)
+            _PLANS.put(key, plan)
+    return native, plan
 
 
 def denormalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="CHW",
@@ -214,15 +221,12 @@ def denormalize(img, mean=None, std=None, *, scale=1.0, swap_rb=False, layout="C
     # (y - m) * k with m = -mean / std, k = std / scale; normalize takes k as 1 / its std
     inv_mean = tuple(-m / s for m, s in zip(mean, std))
     inv_std = tuple(scale / s for s in std)
-    args = (inv_mean, inv_std, swap_rb, "NHWC" if arr.ndim == 4 else "HWC", out_dtype.name)
-    native = normalize(view, *args[:2], scale=1.0, swap_rb=args[2], layout=args[3], dtype=args[4], out=out)
-    if key is not None and call.device:
-        # the plan normalize stored for the view is this call's: a view's first element is
-        # the image's, so the plan runs on the image itself
-        found = _plans.call_key(view, out, (*args[:2], 1.0, *args[2:]), 0)
-        plan = None if found is None else _PLANS.get(found[1])
-        if plan is not None:
-            _DENORMALIZE.put(key[1], plan)
+    native, plan = _normalize(view, inv_mean, inv_std, 1.0, swap_rb, "NHWC" if arr.ndim == 4 else "HWC",
+                              out_dtype.name, out)
+    if key is not None and plan is not None:
+        # normalize's plan of the view is this call's: a view's first element is the
+        # image's, so the plan runs on the image itself
+        _DENORMALIZE.put(key[1], plan)
     return native
 
 
