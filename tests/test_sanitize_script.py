@@ -46,6 +46,18 @@ def fake_tool(tmp_path, sleep="", kernel=""):
     return tool, calls
 
 
+def settings_seen(calls):
+    """What the runs since the last look gave the tests, one line per run (the stand-in's
+    ``.env`` file, removed so the next run starts a new one): the variables of SETTINGS'
+    tail, in the stand-in's order, joined by "/"."""
+    env_file = Path(f"{calls}.env")
+    if not env_file.exists():
+        return []
+    lines = env_file.read_text().splitlines()
+    env_file.unlink()
+    return lines
+
+
 def run(tmp_path, tool, *args, env=None, timeout=120):
     # (python on PATH is this interpreter: the script collects the default files with it)
     full = {k: v for k, v in os.environ.items() if k not in SETTINGS}  # (none inherited)
@@ -83,20 +95,17 @@ def test_each_tool_runs_each_file_with_its_options_and_the_summary_counts_this_r
 
 def test_pools_off_by_default_and_on_only_without_the_leak_check(tmp_path):
     tool, calls = fake_tool(tmp_path)
-    env_file = Path(f"{calls}.env")
     proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py")
     assert proc.returncode == 0, proc.stderr
-    assert env_file.read_text().splitlines() == ["1/1///"]
-    env_file.unlink()
+    assert settings_seen(calls) == ["1/1///"]
     proc = run(tmp_path, tool, "initcheck", "racecheck", "--", "tests/test_color.py", env={"POOLS": "on"})
     assert proc.returncode == 0, proc.stderr
-    assert env_file.read_text().splitlines() == ["////", "////"]
-    env_file.unlink()
+    assert settings_seen(calls) == ["////", "////"]
     proc = run(tmp_path, tool, "initcheck", "memcheck", "--", "tests/test_color.py", env={"POOLS": "on"})
     assert proc.returncode == 2 and "memcheck's leak check needs the pools off" in proc.stderr
     proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py", env={"POOLS": "yes"})
     assert proc.returncode == 2 and "POOLS: expected on, off or async, got 'yes'" in proc.stderr
-    assert not env_file.exists()
+    assert settings_seen(calls) == []  # (refused before any run)
 
 
 def test_pools_on_without_tools_runs_the_three_without_a_leak_check(tmp_path):
@@ -111,24 +120,21 @@ def test_no_setting_is_inherited(tmp_path):
     """Each setting sets or clears every variable the tests read: a variable left in the
     environment by an earlier run does not change this one."""
     tool, calls = fake_tool(tmp_path)
-    env_file = Path(f"{calls}.env")
     left = {"CUPYPREP_TEST_ASYNC_POOL": "1", "CUPYPREP_TEST_NO_HW_DECODE": "1",
             "CUPYPREP_TEST_NO_POOL": "1", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py", env=left)
     assert proc.returncode == 0, proc.stderr
-    assert env_file.read_text().splitlines() == ["1/1///"]
-    env_file.unlink()
+    assert settings_seen(calls) == ["1/1///"]
     proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py", env={**left, "POOLS": "on"})
     assert proc.returncode == 0, proc.stderr
-    assert env_file.read_text().splitlines() == ["////"]
+    assert settings_seen(calls) == ["////"]
 
 
 def test_async_pools_and_memcheck_tracks_stream_ordered_races(tmp_path):
     tool, calls = fake_tool(tmp_path)
-    env_file = Path(f"{calls}.env")
     proc = run(tmp_path, tool, "memcheck", "initcheck", "--", "tests/test_color.py", env={"POOLS": "async"})
     assert proc.returncode == 0, proc.stderr
-    assert env_file.read_text().splitlines() == ["///1/backend:cudaMallocAsync"] * 2
+    assert settings_seen(calls) == ["///1/backend:cudaMallocAsync"] * 2
     options = dict(line.split("|") for line in calls.read_text().splitlines())
     assert "--leak-check full --track-stream-ordered-races all" in options["memcheck"]
     assert "--track-stream-ordered-races" not in options["initcheck"]
@@ -151,10 +157,9 @@ def test_the_summary_names_the_kernels_of_the_reports(tmp_path):
 
 def test_hw_decode_off_reaches_the_tests(tmp_path):
     tool, calls = fake_tool(tmp_path)
-    env_file = Path(f"{calls}.env")
     proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py", env={"HW_DECODE": "off"})
     assert proc.returncode == 0, proc.stderr
-    assert env_file.read_text().splitlines() == ["1/1/1//"]
+    assert settings_seen(calls) == ["1/1/1//"]
     proc = run(tmp_path, tool, "initcheck", "--", "tests/test_color.py", env={"HW_DECODE": "no"})
     assert proc.returncode == 2 and "HW_DECODE: expected on or off, got 'no'" in proc.stderr
 
