@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._launch import held, pointer
+from ._launch import held, launch_filled, pointer
 from ._plans import overlap, prepared
 from ._random import uniforms
 from ._torch import torch_dtype
@@ -65,11 +65,8 @@ class DrawPlan:
             for i, (shape, dtype) in enumerate(self.buffers):
                 named[i] = a = empty(shape, dtype)
                 natives.append(a)
-        for fn, grid, block, args, names in self.steps:
-            args = list(args)
-            for at, name in names:
-                args[at] = named[name]
-            fn(grid, block, tuple(args))
+        for step in self.steps:
+            launch_filled(*step, named)
         return natives[:self.returned]
 
     def replay(self, x, kind, out, generator, seed):

@@ -14,7 +14,8 @@ import numpy as np
 from . import _kernels
 from ._specs._common import IMAGES_BY_VALUE
 
-__all__ = ["grid_1d", "launch_1d", "launch_3d", "by_value", "held", "held_bytes", "no_ragged", "pointer", "ragged_records",
+__all__ = ["grid_1d", "launch_1d", "launch_3d", "by_value", "held", "held_bytes", "launch_filled", "no_ragged",
+           "pointer", "ragged_records",
            "BLOCK_3D"]
 
 BLOCK_1D = 256  # threads per block of launch_1d
@@ -62,6 +63,15 @@ def held(args):
     if _kernels.current_emulator() is not None:
         return tuple(args)
     return tuple(held_bytes(np.array(a)) if isinstance(a, np.generic) else a for a in args)
+
+
+def launch_filled(fn, grid, block, packed, fills, values):
+    """A stored launch of a plan: ``packed`` (its :func:`held` arguments) with the holes
+    ``fills`` (``(position, key)`` pairs) filled from ``values[key]`` at each call."""
+    args = list(packed)
+    for at, key in fills:
+        args[at] = values[key]
+    fn(grid, block, tuple(args))
 
 
 def pointer(address):

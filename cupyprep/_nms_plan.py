@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ._arrays import contiguous_strides
-from ._launch import held, pointer
+from ._launch import held, launch_filled, pointer
 from ._torch import from_torch, torch_dtype
 
 __all__ = ["INPUTS", "Carve", "Layout", "Plan", "Slot"]
@@ -226,9 +226,5 @@ class Plan:
                 array = carve.array(region)
                 values.append(sort(call, array, None if call.kind == "torch" else array))
                 continue
-            fn, grid, block, packed, fills = step
-            args = list(packed)
-            for i, v in fills:
-                args[i] = values[v]
-            fn(grid, block, tuple(args))
+            launch_filled(*step, values)
         return carve
