@@ -29,22 +29,30 @@ class Slot:
         self.copied = cupy.cuda.Event(block=False, disable_timing=True)
         self.consumed = cupy.cuda.Event(block=False, disable_timing=True)
 
-    def ensure(self, nbytes, library, host=True):
+    def ensure(self, nbytes, library, copy_stream, host=True):
         """Room for nbytes on the device, and in the pinned buffer when ``host`` (frames
-        that are page-locked already need none)."""
+        that are page-locked already need none). The device buffer is allocated on
+        ``copy_stream`` (a CuPy stream; for torch, torch's stream of the same handle), the
+        stream that writes it first: with a stream-ordered allocator (``cudaMallocAsync``:
+        CuPy's ``MemoryAsyncPool``, torch's ``backend:cudaMallocAsync``) a block is ready
+        in the order of the stream it was allocated on, and the compute stream, which
+        waits for the copy, comes after both."""
         import cupy
 
         if nbytes > self.capacity:
             self.copied.synchronize()
             self.consumed.synchronize()
+            self.dev = None  # (the old block is free before the new one is asked for)
             self.capacity = max(nbytes, int(self.capacity * 1.25))
             if library == "torch":
                 import torch
 
-                self.dev = torch.empty(self.capacity, dtype=torch.uint8, device=f"cuda:{self.device}")
+                with torch.cuda.stream(copy_stream):
+                    self.dev = torch.empty(self.capacity, dtype=torch.uint8, device=f"cuda:{self.device}")
                 self.dev_ptr = self.dev.data_ptr()
             else:
-                self.dev = cupy.empty(self.capacity, np.uint8)
+                with copy_stream:
+                    self.dev = cupy.empty(self.capacity, np.uint8)
                 self.dev_ptr = self.dev.data.ptr
             self.host = self.host_mem = None  # allocated again below at the new capacity
         if host and self.host is None:

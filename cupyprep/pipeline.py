@@ -406,7 +406,8 @@ class _Pipeline:
         slot.copied.synchronize()  # the slot's last host-to-device copy has finished
         slot.held = None  # frames it copied from directly may go now
         direct = all(_staging.page_locked(f) for f in frames)
-        slot.ensure(nbytes, self.output, host=not direct)
+        copy_s, _, copy_t, _ = self.streams
+        slot.ensure(nbytes, self.output, copy_t if self.output == "torch" else copy_s, host=not direct)
         futures = []
         if not direct:
             futures = [self.copiers.submit(_staging.copy_band, job) for job in _staging.copy_jobs(frames, shapes, offsets, slot.host)]
