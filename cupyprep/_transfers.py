@@ -104,15 +104,20 @@ def _put_in_graph(xp, host):
 
 
 class _Constant:
-    """A cached device table, the event recorded after its upload on ``stream_ptr``,
-    whether that event is known to have passed, and whether a CUDA graph captured a call
-    that reads the table (it then stays: a replay may read it at any later time)."""
+    """A cached device table, the event recorded after its upload on ``stream_ptr``, the
+    other streams already ordered after that event (``waited``), and whether a CUDA graph
+    captured a call that reads the table (it then stays: a replay may read it at any later
+    time)."""
 
-    __slots__ = ("table", "event", "stream_ptr", "ready", "captured")
+    __slots__ = ("table", "event", "stream_ptr", "waited", "captured")
 
     def __init__(self, table, event, stream_ptr):
         self.table, self.event, self.stream_ptr = table, event, stream_ptr
-        self.ready = self.captured = False
+        self.waited = set()
+        self.captured = False
+
+
+_WAITED_MAX = 64  # streams remembered per table as ordered after its upload (then forgotten: they wait again)
 
 
 _constants: dict = {}
@@ -126,9 +131,9 @@ def device_constant(xp, key, make, what, hint):
     a tuple of them), uploaded once per device and kept: later calls with the same key copy
     nothing (so a CUDA graph can capture them). NumPy (the kernel emulator) gets ``make()``.
 
-    Nothing waits for the GPU: the upload is queued on the current stream, and a call on
-    another stream before it is known to have finished makes that stream wait for it on
-    the device (under capture, through an external event wait, the form a capture allows).
+    Nothing waits for the GPU: the upload is queued on the current stream, and the first
+    call on each other stream makes that stream wait for it on the device (under capture,
+    through an external event wait, the form a capture allows, at every captured call).
     When :data:`_CONSTANTS_MAX` tables no graph has captured are kept, the devices are
     synchronized and those tables dropped, so no queued kernel still reads a table whose
     memory is handed out again; a table read by a captured call is never dropped, since
@@ -163,15 +168,20 @@ def device_constant(xp, key, make, what, hint):
     capturing = stream.is_capturing()
     if capturing:
         entry.captured = True
-    if not entry.ready and stream.ptr != entry.stream_ptr:
+    ptr = stream.ptr
+    if ptr != entry.stream_ptr and ptr not in entry.waited:
         if capturing:
-            # the event cannot be queried during a capture; the graph gets a node that
-            # waits for it (long passed, at a replay)
-            cupy.cuda.runtime.streamWaitEvent(stream.ptr, entry.event.ptr, _EVENT_WAIT_EXTERNAL)
-        elif entry.event.done:
-            entry.ready = True
+            # the graph gets a node that waits for the event (long passed, at a replay)
+            cupy.cuda.runtime.streamWaitEvent(ptr, entry.event.ptr, _EVENT_WAIT_EXTERNAL)
         else:
+            # once per stream, even after the event has passed: a stream-ordered allocator
+            # (cudaMallocAsync) hands the table's block to other streams only through an
+            # event they wait for, not through the host having seen the upload finish;
+            # everything the stream runs later is ordered after the wait
             stream.wait_event(entry.event)
+            if len(entry.waited) >= _WAITED_MAX:
+                entry.waited.clear()
+            entry.waited.add(ptr)
     return entry.table
 
 
