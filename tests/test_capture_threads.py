@@ -40,7 +40,7 @@ import numpy as np
 import pytest
 
 import cupyprep
-from conftest import async_pools, cupy_pool_off, random_image, torch_graphs_need_caching
+from conftest import cupy_pool_off, random_image, torch_graphs_need_caching
 from op_cases import boxes_xyxy, flat, to_host
 
 WAIT = 120.0  # seconds a thread waits for the other before the test fails (no hang)
@@ -308,7 +308,12 @@ class CupyCapture:
         """``fn()`` on the stream, then room in CuPy's pool for that stream: under capture
         cupyprep keeps every block a call allocates (the graph replays into them), so the
         call needs more blocks than it did outside, and outside relaxed mode a capturing
-        thread may not cudaMalloc. A block freed at once leaves a chunk the pool splits."""
+        thread may not cudaMalloc. A block freed at once leaves a chunk the pool splits.
+        The stream is first ordered after the legacy stream, where the test made the inputs
+        (as the torch capture's ``wait_stream``): with a stream-ordered allocator
+        (``POOLS=async``) memcheck reported the inputs' blocks as read before their
+        allocation, the device synchronize between not counting as an order."""
+        self.stream.wait_event(self.cupy.cuda.Stream.null.record())
         with self.stream:
             fn()
             self.cupy.empty(RESERVE, self.cupy.uint8)
@@ -336,15 +341,17 @@ class CupyCapture:
 
 
 def skip_without_pool(kind, mode):
-    """A CuPy capture in other than relaxed mode needs CuPy's pool (conftest turns it off
-    for CUPYPREP_TEST_NO_POOL=1): there every allocation is a cudaMalloc, which the
-    capturing thread may not make; a torch capture allocates into its graph only through
-    torch's caching allocator."""
+    """A CuPy capture in other than relaxed mode needs CuPy's default pool (conftest turns
+    it off for CUPYPREP_TEST_NO_POOL=1, and replaces it for CUPYPREP_TEST_ASYNC_POOL=1):
+    without a pool every allocation is a cudaMalloc, and CuPy's stream-ordered pool calls
+    cudaMemPoolGetAttribute as it allocates; the capturing thread may make neither in
+    global or thread_local mode (under memcheck with the stream-ordered pool, both such
+    tests' captures were invalidated by that call). A torch capture allocates into its
+    graph only through torch's caching allocator."""
     if kind == "torch":
         torch_graphs_need_caching()
-    if kind == "cupy" and mode != "relaxed" and cupy_pool_off() and not async_pools():
-        # (a cudaMallocAsync on the capturing stream is captured as an allocation: allowed)
-        pytest.skip("a CuPy capture outside relaxed mode allocates from CuPy's pool, turned off here")
+    if kind == "cupy" and mode != "relaxed" and cupy_pool_off():
+        pytest.skip("a CuPy capture outside relaxed mode allocates from CuPy's default pool, not in use here")
 
 
 def capture(kind, mode):
