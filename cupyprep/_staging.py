@@ -42,19 +42,22 @@ class Slot:
         if nbytes > self.capacity:
             self.copied.synchronize()
             self.consumed.synchronize()
-            self.dev = None  # (the old block is free before the new one is asked for)
-            self.capacity = max(nbytes, int(self.capacity * 1.25))
+            capacity = max(nbytes, int(self.capacity * 1.25))
+            # the old blocks go before the new ones are asked for; until they are there the
+            # slot has none (an allocation that fails leaves it empty, not pointing at them)
+            self.dev, self.dev_ptr, self.capacity = None, 0, 0
+            self.host = self.host_mem = None  # allocated again below at the new capacity
             if library == "torch":
                 import torch
 
                 with torch.cuda.stream(copy_stream):
-                    self.dev = torch.empty(self.capacity, dtype=torch.uint8, device=f"cuda:{self.device}")
-                self.dev_ptr = self.dev.data_ptr()
+                    dev = torch.empty(capacity, dtype=torch.uint8, device=f"cuda:{self.device}")
+                self.dev, self.dev_ptr = dev, dev.data_ptr()
             else:
                 with copy_stream:
-                    self.dev = cupy.empty(self.capacity, np.uint8)
-                self.dev_ptr = self.dev.data.ptr
-            self.host = self.host_mem = None  # allocated again below at the new capacity
+                    dev = cupy.empty(capacity, np.uint8)
+                self.dev, self.dev_ptr = dev, dev.data.ptr
+            self.capacity = capacity
         if host and self.host is None:
             self.host_mem = cupy.cuda.alloc_pinned_memory(self.capacity)
             self.host = np.frombuffer(self.host_mem, np.uint8, self.capacity)

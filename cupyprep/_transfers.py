@@ -121,6 +121,7 @@ _WAITED_MAX = 64  # streams remembered per table as ordered after its upload (th
 
 
 _constants: dict = {}
+_retired: list = []  # the tables the last eviction dropped (see device_constant)
 _constants_lock = threading.Lock()
 _CONSTANTS_MAX = 256  # tables no graph has captured, kept at most
 _constants_limit = _CONSTANTS_MAX  # the cache's size that triggers an eviction
@@ -135,8 +136,8 @@ def device_constant(xp, key, make, what, hint):
     call on each other stream makes that stream wait for it on the device (under capture,
     through an external event wait, the form a capture allows, at every captured call).
     When :data:`_CONSTANTS_MAX` tables no graph has captured are kept, the devices are
-    synchronized and those tables dropped, so no queued kernel still reads a table whose
-    memory is handed out again; a table read by a captured call is never dropped, since
+    synchronized and those tables dropped, kept alive until the next such synchronize, so
+    no queued kernel still reads a table whose memory is handed out again; a table read by a captured call is never dropped, since
     the graph's replays read it at any later time. (A first call under capture uploads,
     and :func:`upload` refuses it: the table would be allocated for the graph, which may
     be gone while the cache still holds it; nothing is dropped during a capture.)"""
@@ -160,6 +161,9 @@ def device_constant(xp, key, make, what, hint):
                     with cupy.cuda.Device(device_id):
                         cupy.cuda.Device(device_id).synchronize()
                 kept = {k: e for k, e in _constants.items() if e.captured}
+                # the dropped tables stay until the next eviction's synchronize: a call may
+                # have taken one just before this one and launch on it after the synchronize
+                _retired[:] = [e.table for k, e in _constants.items() if k not in kept]
                 _constants.clear()
                 _constants.update(kept)
                 _constants_limit = len(kept) + _CONSTANTS_MAX
@@ -169,16 +173,20 @@ def device_constant(xp, key, make, what, hint):
     if capturing:
         entry.captured = True
     ptr = stream.ptr
-    if ptr != entry.stream_ptr and ptr not in entry.waited:
-        if capturing:
-            # the graph gets a node that waits for the event (long passed, at a replay)
-            cupy.cuda.runtime.streamWaitEvent(ptr, entry.event.ptr, _EVENT_WAIT_EXTERNAL)
-        else:
-            # once per stream, even after the event has passed: a stream-ordered allocator
-            # (cudaMallocAsync) hands the table's block to other streams only through an
-            # event they wait for, not through the host having seen the upload finish;
-            # everything the stream runs later is ordered after the wait
-            stream.wait_event(entry.event)
+    # (the per-thread default stream's handle names another stream in each thread: never
+    # taken for the upload's stream or for one that waited)
+    per_thread = ptr == _PER_THREAD_STREAM
+    if capturing:
+        # at every captured call: the graph gets a node that waits for the event (long
+        # passed at a replay, which may run on another stream)
+        cupy.cuda.runtime.streamWaitEvent(ptr, entry.event.ptr, _EVENT_WAIT_EXTERNAL)
+    elif per_thread or (ptr != entry.stream_ptr and ptr not in entry.waited):
+        # once per stream, also after the host has seen the event pass (which CUDA counts
+        # as an order too): memcheck's tracking of stream-ordered allocations sees only a
+        # wait, and the wait orders everything the stream runs later. (A stream's handle
+        # is reused only after its work, the wait included, has finished.)
+        stream.wait_event(entry.event)
+        if not per_thread:
             if len(entry.waited) >= _WAITED_MAX:
                 entry.waited.clear()
             entry.waited.add(ptr)
@@ -190,9 +198,11 @@ def drop_constants():
     graph captured earlier must not be replayed afterwards): the next call uploads again."""
     with _constants_lock:
         _constants.clear()
+        _retired.clear()
 
 
 _EVENT_WAIT_EXTERNAL = 0x1  # cudaEventWaitExternal
+_PER_THREAD_STREAM = 0x2  # cudaStreamPerThread
 
 
 def upload_ragged(xp, a, name, by_value):

@@ -482,11 +482,17 @@ class _Pipeline:
         self.decoders.shutdown(wait=not own, cancel_futures=True)
         if self.copiers is not None:
             self.copiers.shutdown(wait=not own, cancel_futures=True)
-        if self.streams is not None and not own:
-            # pinned and device buffers are freed only after the copies using them (from
-            # a pipeline thread they go with the pipeline object instead)
-            for slot in self.slots:
-                slot.release()
+        if self.streams is not None:
+            if own:
+                # from a pipeline thread the buffers go with the pipeline object, without
+                # waiting: their frees (on the copy stream, where the device buffers were
+                # allocated) come after the preprocessing that read them
+                for slot in self.slots:
+                    self.streams[0].wait_event(slot.consumed)
+            else:
+                # pinned and device buffers are freed only after the copies using them
+                for slot in self.slots:
+                    slot.release()
 
     def _own_threads(self):
         out = [self.thread]
@@ -801,7 +807,12 @@ class Loader:
             import cupy
 
             with cupy.cuda.Device(self.device):
-                cupy.cuda.get_current_stream().wait_event(ready)
+                current = cupy.cuda.get_current_stream()
+                current.wait_event(ready)
+                if current.ptr != self._pipe.consumer_stream:
+                    # the consumer moved to another stream: the next outputs are allocated
+                    # on it, where the batches are read and given back
+                    self._pipe.consumer_stream = current.ptr
 
     def __len__(self):
         if not hasattr(self._source, "__len__"):

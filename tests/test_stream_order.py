@@ -45,6 +45,22 @@ class Event:
         self.done = True
 
 
+class Device:
+    synchronized = []
+
+    def __init__(self, device_id):
+        self.device_id = device_id
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def synchronize(self):
+        Device.synchronized.append(self.device_id)
+
+
 class Block(np.ndarray):
     """A device array of the stand-in: notes the stream current at its allocation."""
 
@@ -64,7 +80,8 @@ def fake_cupy(monkeypatch):
 
     runtime = types.SimpleNamespace(getDevice=lambda: 0,
                                     streamWaitEvent=lambda s, e, flags: external.append((s, e, flags)))
-    cuda = types.SimpleNamespace(runtime=runtime, Event=Event, get_current_stream=lambda: Stream.current)
+    cuda = types.SimpleNamespace(runtime=runtime, Event=Event, get_current_stream=lambda: Stream.current,
+                                 Device=Device)
     cupy = types.SimpleNamespace(cuda=cuda, ndarray=Block, asarray=asarray, empty=empty)
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.setattr(_transfers, "_constants", {})
@@ -77,7 +94,7 @@ def table(cupy, key=("t",)):
 
 def test_every_other_stream_waits_for_a_kept_tables_upload_once(monkeypatch):
     cupy, external = fake_cupy(monkeypatch)
-    a, b, c = Stream(1), Stream(2), Stream(3)
+    a, b, c = Stream(11), Stream(12), Stream(13)
     with a:
         first = table(cupy)
         again = table(cupy)
@@ -95,16 +112,60 @@ def test_every_other_stream_waits_for_a_kept_tables_upload_once(monkeypatch):
 
 
 def test_a_capture_waits_at_every_captured_call_through_an_external_wait(monkeypatch):
+    """Also on a stream that waited before the capture, and on the upload's own stream: a
+    graph's replay may run on any stream."""
     cupy, external = fake_cupy(monkeypatch)
-    with Stream(1):
+    upload = Stream(1)
+    with upload:
         table(cupy)
     entry = _transfers._constants[(0, "t")]
-    capture = Stream(5, capturing=True)
-    with capture:
+    before = Stream(5)
+    with before:
+        table(cupy)
+    assert before.waits == [entry.event]
+    before.capturing = upload.capturing = True
+    with before:
         table(cupy)
         table(cupy)
-    assert external == [(5, entry.event.ptr, 0x1)] * 2 and capture.waits == []
-    assert entry.captured
+    with upload:
+        table(cupy)
+    assert external == [(5, entry.event.ptr, 0x1)] * 2 + [(1, entry.event.ptr, 0x1)]
+    assert before.waits == [entry.event] and upload.waits == [] and entry.captured
+
+
+def test_the_per_thread_default_stream_waits_at_every_call(monkeypatch):
+    """Its handle (cudaStreamPerThread) names another stream in each thread: a table
+    uploaded on one thread's is no table of another's, and no wait is remembered for it."""
+    cupy, _ = fake_cupy(monkeypatch)
+    with Stream(2) as upload:
+        table(cupy)
+    entry = _transfers._constants[(0, "t")]
+    assert entry.stream_ptr == 2 and upload.waits == []
+    with Stream(2) as other_thread:
+        table(cupy)
+        table(cupy)
+    assert other_thread.waits == [entry.event] * 2 and entry.waited == set()
+
+
+def test_an_eviction_keeps_the_dropped_tables_until_the_next(monkeypatch):
+    """A call may take a table just before another call's eviction and launch on it after
+    the eviction's synchronize: the dropped tables stay until the next synchronize."""
+    cupy, _ = fake_cupy(monkeypatch)
+    monkeypatch.setattr(_transfers, "_CONSTANTS_MAX", 3)
+    monkeypatch.setattr(_transfers, "_constants_limit", 3)
+    monkeypatch.setattr(_transfers, "_retired", [])
+    monkeypatch.setattr(Device, "synchronized", [])
+    with Stream(1):
+        first = [table(cupy, (k,)) for k in range(3)]
+        assert _transfers._retired == [] and Device.synchronized == []
+        table(cupy, (3,))  # the fourth: the three are dropped after a synchronize
+        assert Device.synchronized == [0] and len(_transfers._constants) == 1
+        assert [t is f for t, f in zip(_transfers._retired, first)] == [True] * 3
+        more = [table(cupy, (k,)) for k in range(4, 6)]
+        table(cupy, (6,))  # the next eviction: the first three may go now
+        assert Device.synchronized == [0, 0]
+        assert len(_transfers._retired) == 3 and not any(t is f for t in _transfers._retired for f in first)
+        assert any(t is more[0] for t in _transfers._retired)
 
 
 def test_the_streams_a_table_remembers_are_bounded(monkeypatch):
@@ -166,3 +227,83 @@ def test_the_torch_staging_buffer_is_allocated_on_the_copy_stream(monkeypatch):
     slot.ensure(64, "torch", copy_t)
     assert seen == [("enter", copy_t), ("empty", 64, "cuda:0"), ("exit", copy_t)]
     assert slot.dev_ptr == 1234
+
+
+def test_a_failed_staging_allocation_leaves_the_slot_empty(monkeypatch):
+    """The old buffer goes before the larger one is asked for; an allocation that fails
+    leaves no pointer to the old block behind (a later batch that fits the old size must
+    not be copied there) and allocates again next time."""
+    cupy, _ = fake_cupy(monkeypatch)
+    monkeypatch.setattr(cupy.cuda, "alloc_pinned_memory", lambda n: bytearray(n), raising=False)
+    slot, copy = _staging.Slot(0), Stream(7)
+    slot.ensure(1000, "cupy", copy)
+    allocate = cupy.empty
+
+    def out_of_memory(shape, dtype):
+        assert slot.dev is None  # (the old block was let go first)
+        raise MemoryError("out of device memory")
+
+    monkeypatch.setattr(cupy, "empty", out_of_memory)
+    with pytest.raises(MemoryError):
+        slot.ensure(5000, "cupy", copy)
+    assert (slot.dev, slot.dev_ptr, slot.capacity, slot.host) == (None, 0, 0, None)
+    monkeypatch.setattr(cupy, "empty", allocate)
+    slot.ensure(800, "cupy", copy)  # smaller than before the failure: allocated again
+    assert slot.dev is not None and slot.dev_ptr == slot.dev.data.ptr and slot.capacity == 800
+
+
+@pytest.mark.parametrize("output", ["cupy", "torch"])
+def test_the_loader_stages_on_its_copy_stream(monkeypatch, output):
+    """The pipeline gives the slot the copy stream of the output's library: CuPy's stream
+    object, or torch's stream of the same handle."""
+    from cupyprep import pipeline
+
+    seen = []
+    monkeypatch.setattr(_staging, "page_locked", lambda frame: True)
+    slot = types.SimpleNamespace(copied=Event(), held=None,
+                                 ensure=lambda nbytes, library, stream, host: seen.append((library, stream, host)))
+    copy_s, compute_s, copy_t, compute_t = object(), object(), object(), object()
+    pipe = types.SimpleNamespace(slots=[slot], turn=0, output=output, copiers=None,
+                                 streams=(copy_s, compute_s, copy_t, compute_t) if output == "torch"
+                                 else (copy_s, compute_s, None, None))
+    pipeline._Pipeline._stage_gpu(pipe, [np.zeros((4, 5, 3), np.uint8)], {})
+    assert seen == [(output, copy_t if output == "torch" else copy_s, False)]
+
+
+def test_a_consumer_on_another_stream_gets_the_next_outputs_allocated_there(monkeypatch):
+    """CuPy output: the batch's stream waits for its preprocessing, and a consumer that
+    moved to another stream since the Loader started gets the next outputs allocated on
+    that one (where they are read and given back)."""
+    from cupyprep import pipeline
+
+    fake_cupy(monkeypatch)
+    loader = types.SimpleNamespace(output="cupy", device=0, _pipe=types.SimpleNamespace(consumer_stream=11))
+    ready = Event()
+    with Stream(11) as first:
+        pipeline.Loader._hand_over(loader, None, ready)
+    assert first.waits == [ready] and loader._pipe.consumer_stream == 11
+    with Stream(14) as moved:
+        pipeline.Loader._hand_over(loader, None, ready)
+    assert moved.waits == [ready] and loader._pipe.consumer_stream == 14
+
+
+def test_a_loader_closed_from_its_own_thread_orders_the_frees_after_the_preprocessing(monkeypatch):
+    """From a pipeline thread (garbage collection) the buffers are not waited for: they go
+    with the pipeline object, and the copy stream, where the device buffers were allocated
+    and are freed, first waits for the preprocessing that read them."""
+    import queue
+    import threading
+
+    from cupyprep import pipeline
+
+    fake_cupy(monkeypatch)
+    pool = types.SimpleNamespace(shutdown=lambda wait, cancel_futures: None)
+    slots = [types.SimpleNamespace(consumed=Event(), release=lambda: pytest.fail("waited from its own thread"))
+             for _ in range(2)]
+    copy_s = Stream(21)
+    pipe = types.SimpleNamespace(lock=threading.Lock(), closed=False, stop=threading.Event(), queue=queue.Queue(),
+                                 thread=types.SimpleNamespace(is_alive=lambda: False), decoders=pool, copiers=pool,
+                                 streams=(copy_s, Stream(22), None, None), slots=slots,
+                                 _own_threads=lambda: [threading.current_thread()])
+    pipeline._Pipeline.close(pipe)
+    assert copy_s.waits == [s.consumed for s in slots]
