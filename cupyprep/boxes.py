@@ -336,6 +336,7 @@ def _device_priors(call, priors):
         _transfers.upload(call.xp, priors, "priors", "pass them on the input's device", np.float32))
 
 
+@_arrays.on_input_device
 def encode_boxes(boxes, priors, variances=(0.1, 0.2)):
     """The inverse of :func:`decode_boxes`: xyxy boxes (..., P, 4) in the priors' units ->
     offsets (..., P, 4) float32, as the kind of ``boxes`` (NumPy, CuPy or torch; host

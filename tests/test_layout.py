@@ -109,6 +109,24 @@ def test_no_module_takes_another_modules_private_names():
     assert not wrong, "\n".join(wrong)
 
 
+def test_ops_of_plain_expressions_run_in_the_launch_context():
+    """A public function that computes with CuPy / torch expressions on its inputs
+    (``_arrays.inputs_of``) runs in its first device input's launch context
+    (``_arrays.on_input_device``): on the device and stream the kernels of the ops use, not
+    on whatever CuPy has current."""
+    missing = []
+    for top, rel, tree in _modules():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
+                continue
+            calls = {c.func.attr for c in ast.walk(node)
+                     if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
+            decorated = {ast.unparse(d) for d in node.decorator_list}
+            if "inputs_of" in calls and "_arrays.on_input_device" not in decorated:
+                missing.append(f"{rel}:{node.lineno} {node.name}")
+    assert not missing, "\n".join(missing)
+
+
 def test_constants_shared_with_cuda_agree():
     """Every constant a kernel source and its spec both write down is the same number."""
     constants = _specs.cuda_constants()
