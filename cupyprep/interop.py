@@ -217,7 +217,10 @@ def stream(s):
     torch outputs are allocated for ``s``. Work that uses the results on another stream must
     wait for ``s`` (``torch.cuda.current_stream().wait_stream(s)``), as with
     ``torch.cuda.stream``. The choice is per thread; blocks nest. It does not change torch's
-    or CuPy's own current stream.
+    or CuPy's own current stream. The inputs are read on ``s``, while their memory belongs
+    to the stream they were allocated on: keep an input alive until ``s`` is done with it,
+    or record it for ``s`` (``tensor.record_stream(s)``), before its memory can be handed
+    out again, as with ``torch.cuda.stream``.
 
     Example
     -------
