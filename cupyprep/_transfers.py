@@ -137,8 +137,8 @@ def device_constant(xp, key, make, what, hint):
     through an external event wait, the form a capture allows, at every captured call).
     When :data:`_CONSTANTS_MAX` tables no graph has captured are kept, the devices are
     synchronized and those tables dropped, kept alive until the next such synchronize, so
-    no queued kernel still reads a table whose memory is handed out again; a table read by a captured call is never dropped, since
-    the graph's replays read it at any later time. (A first call under capture uploads,
+    no queued kernel still reads a table whose memory is handed out again; a table read by
+    a captured call is never dropped, since the graph's replays read it at any later time. (A first call under capture uploads,
     and :func:`upload` refuses it: the table would be allocated for the graph, which may
     be gone while the cache still holds it; nothing is dropped during a capture.)"""
     global _constants_limit

@@ -809,10 +809,9 @@ class Loader:
             with cupy.cuda.Device(self.device):
                 current = cupy.cuda.get_current_stream()
                 current.wait_event(ready)
-                if current.ptr != self._pipe.consumer_stream:
-                    # the consumer moved to another stream: the next outputs are allocated
-                    # on it, where the batches are read and given back
-                    self._pipe.consumer_stream = current.ptr
+                # the next outputs are allocated on the stream the consumer reads them on
+                # now (and gives them back on), also where it moved to another one
+                self._pipe.consumer_stream = current.ptr
 
     def __len__(self):
         if not hasattr(self._source, "__len__"):
