@@ -16,10 +16,12 @@ _ALIGN = 256  # byte alignment of each frame inside a ragged staging buffer
 class Slot:
     """A pinned host buffer and a device buffer of the same size, with their events."""
 
-    def __init__(self, device):
+    def __init__(self, device, library, copy_stream):
         import cupy
 
         self.device = device
+        self.library = library  # "cupy" or "torch": whose allocator the device buffer is from
+        self.copy_stream = copy_stream
         self.capacity = 0
         self.host = None
         self.host_mem = None
@@ -29,11 +31,11 @@ class Slot:
         self.copied = cupy.cuda.Event(block=False, disable_timing=True)
         self.consumed = cupy.cuda.Event(block=False, disable_timing=True)
 
-    def ensure(self, nbytes, library, copy_stream, host=True):
+    def ensure(self, nbytes, host=True):
         """Room for nbytes on the device, and in the pinned buffer when ``host`` (frames
-        that are page-locked already need none). The device buffer is allocated on
-        ``copy_stream`` (a CuPy stream; for torch, torch's stream of the same handle), the
-        stream that writes it first: with a stream-ordered allocator (``cudaMallocAsync``:
+        that are page-locked already need none). The device buffer is allocated on the
+        slot's ``copy_stream`` (a CuPy stream; for torch, a torch stream), the stream that
+        writes it first: with a stream-ordered allocator (``cudaMallocAsync``:
         CuPy's ``MemoryAsyncPool``, torch's ``backend:cudaMallocAsync``) a block is ready
         in the order of the stream it was allocated on, and the compute stream, which
         waits for the copy, comes after both."""
@@ -47,14 +49,14 @@ class Slot:
             # slot has none (an allocation that fails leaves it empty, not pointing at them)
             self.dev, self.dev_ptr, self.capacity = None, 0, 0
             self.host = self.host_mem = None  # allocated again below at the new capacity
-            if library == "torch":
+            if self.library == "torch":
                 import torch
 
-                with torch.cuda.stream(copy_stream):
+                with torch.cuda.stream(self.copy_stream):
                     dev = torch.empty(capacity, dtype=torch.uint8, device=f"cuda:{self.device}")
                 self.dev, self.dev_ptr = dev, dev.data_ptr()
             else:
-                with copy_stream:
+                with self.copy_stream:
                     dev = cupy.empty(capacity, np.uint8)
                 self.dev, self.dev_ptr = dev, dev.data.ptr
             self.capacity = capacity

@@ -54,6 +54,8 @@ __all__ = ["Loader", "LoaderMeta", "Skipped"]
 _STAGING_BUFFERS = 3
 _DECODE_MODES = ("cpu", "gpu", "auto")
 _POLL_S = 0.05  # how often blocked threads look at the stop flag
+# stream handles: cudaStreamLegacy, cudaStreamPerThread
+_LEGACY_STREAM, _PER_THREAD_STREAM = 0x1, 0x2
 _PREPROCESS_OPTIONS = frozenset(inspect.signature(preprocess).parameters) - {"images", "size", "out"}
 
 
@@ -390,11 +392,13 @@ class _Pipeline:
             copy_t, compute_t = torch.cuda.Stream(self.device), torch.cuda.Stream(self.device)
             self.streams = (_streams.cupy_stream(copy_t.cuda_stream), _streams.cupy_stream(compute_t.cuda_stream),
                             copy_t, compute_t)
+            copy = copy_t  # (the staging buffers come from torch's allocator)
         else:
             copy_s = cupy.cuda.Stream(non_blocking=True)
             compute_s = cupy.cuda.Stream(non_blocking=True)
             self.streams = (copy_s, compute_s, None, None)
-        self.slots = [_staging.Slot(self.device) for _ in range(_STAGING_BUFFERS)]
+            copy = copy_s
+        self.slots = [_staging.Slot(self.device, self.output, copy) for _ in range(_STAGING_BUFFERS)]
         self.turn = 0
 
     def _stage_gpu(self, frames, extra):
@@ -406,8 +410,7 @@ class _Pipeline:
         slot.copied.synchronize()  # the slot's last host-to-device copy has finished
         slot.held = None  # frames it copied from directly may go now
         direct = all(_staging.page_locked(f) for f in frames)
-        copy_s, _, copy_t, _ = self.streams
-        slot.ensure(nbytes, self.output, copy_t if self.output == "torch" else copy_s, host=not direct)
+        slot.ensure(nbytes, host=not direct)
         futures = []
         if not direct:
             futures = [self.copiers.submit(_staging.copy_band, job) for job in _staging.copy_jobs(frames, shapes, offsets, slot.host)]
@@ -457,6 +460,11 @@ class _Pipeline:
         layout = self.options.get("layout", _PREPROCESS_DEFAULTS["layout"])
         shape = (n, channels, H, W) if layout == "NCHW" else (n, H, W, channels)
         consumer = self.consumer_stream if self.consumer_stream is not None else 0
+        if consumer == _PER_THREAD_STREAM:
+            # the consumer thread's per-thread default stream, which this thread cannot
+            # name (the handle means its own): the legacy default stream, which that stream
+            # synchronizes with, stands for it
+            consumer = _LEGACY_STREAM
         with _streams.cupy_stream(consumer):
             out = cupy.empty(shape, np.dtype(self.options.get("dtype", _PREPROCESS_DEFAULTS["dtype"])))
         _streams.order_after(consumer, compute_s.ptr)

@@ -51,6 +51,9 @@ class Device:
     def __init__(self, device_id):
         self.device_id = device_id
 
+    def use(self):
+        pass
+
     def __enter__(self):
         return self
 
@@ -186,17 +189,17 @@ def test_the_streams_a_table_remembers_are_bounded(monkeypatch):
 
 def test_the_staging_buffer_is_allocated_on_the_copy_stream(monkeypatch):
     cupy, _ = fake_cupy(monkeypatch)
-    slot = _staging.Slot(0)
     copy, elsewhere = Stream(7), Stream(8)
+    slot = _staging.Slot(0, "cupy", copy)
     monkeypatch.setattr(cupy.cuda, "alloc_pinned_memory", lambda n: bytearray(n), raising=False)
     with elsewhere:  # (the staging thread's own current stream)
-        slot.ensure(1000, "cupy", copy)
+        slot.ensure(1000)
     assert slot.dev.stream is copy and slot.capacity == 1000
     first = slot.dev
     with elsewhere:
-        slot.ensure(1000, "cupy", copy)  # room enough: the same block
+        slot.ensure(1000)  # room enough: the same block
         assert slot.dev is first
-        slot.ensure(5000, "cupy", copy)
+        slot.ensure(5000)
     assert slot.dev is not first and slot.dev.stream is copy and slot.capacity == 5000
 
 
@@ -222,9 +225,9 @@ def test_the_torch_staging_buffer_is_allocated_on_the_copy_stream(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "stream", StreamContext)
     monkeypatch.setattr(torch, "empty", empty)
-    slot = _staging.Slot(0)
     copy_t = object()
-    slot.ensure(64, "torch", copy_t)
+    slot = _staging.Slot(0, "torch", copy_t)
+    slot.ensure(64)
     assert seen == [("enter", copy_t), ("empty", 64, "cuda:0"), ("exit", copy_t)]
     assert slot.dev_ptr == 1234
 
@@ -235,8 +238,8 @@ def test_a_failed_staging_allocation_leaves_the_slot_empty(monkeypatch):
     not be copied there) and allocates again next time."""
     cupy, _ = fake_cupy(monkeypatch)
     monkeypatch.setattr(cupy.cuda, "alloc_pinned_memory", lambda n: bytearray(n), raising=False)
-    slot, copy = _staging.Slot(0), Stream(7)
-    slot.ensure(1000, "cupy", copy)
+    slot = _staging.Slot(0, "cupy", Stream(7))
+    slot.ensure(1000)
     allocate = cupy.empty
 
     def out_of_memory(shape, dtype):
@@ -245,29 +248,45 @@ def test_a_failed_staging_allocation_leaves_the_slot_empty(monkeypatch):
 
     monkeypatch.setattr(cupy, "empty", out_of_memory)
     with pytest.raises(MemoryError):
-        slot.ensure(5000, "cupy", copy)
+        slot.ensure(5000)
     assert (slot.dev, slot.dev_ptr, slot.capacity, slot.host) == (None, 0, 0, None)
     monkeypatch.setattr(cupy, "empty", allocate)
-    slot.ensure(800, "cupy", copy)  # smaller than before the failure: allocated again
+    slot.ensure(800)  # smaller than before the failure: allocated again
     assert slot.dev is not None and slot.dev_ptr == slot.dev.data.ptr and slot.capacity == 800
 
 
 @pytest.mark.parametrize("output", ["cupy", "torch"])
 def test_the_loader_stages_on_its_copy_stream(monkeypatch, output):
-    """The pipeline gives the slot the copy stream of the output's library: CuPy's stream
-    object, or torch's stream of the same handle."""
-    from cupyprep import pipeline
+    """Every staging slot allocates on the Loader's copy stream, of the output's library
+    (torch's stream where the buffers come from torch's allocator)."""
+    from cupyprep import _streams, pipeline
 
+    cupy, _ = fake_cupy(monkeypatch)
+    made = []
+
+    def new_stream(**kwargs):
+        made.append(Stream(30 + len(made)))
+        return made[-1]
+
+    monkeypatch.setattr(cupy.cuda, "Stream", new_stream, raising=False)
+    if output == "torch":
+        torch = pytest.importorskip("torch")
+        monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+        monkeypatch.setattr(torch.cuda, "Stream", lambda device: new_stream())
+        monkeypatch.setattr(_streams, "cupy_stream", lambda handle: ("cupy", handle))
+        monkeypatch.setattr(Stream, "cuda_stream", property(lambda self: self.ptr), raising=False)
+    pipe = types.SimpleNamespace(device=0, output=output)
+    pipeline._Pipeline._setup_device(pipe)
+    copy_s, _, copy_t, _ = pipe.streams
+    assert made[0] is (copy_t if output == "torch" else copy_s)
+    assert len(pipe.slots) == pipeline._STAGING_BUFFERS
+    assert all(s.copy_stream is made[0] and s.library == output for s in pipe.slots)
     seen = []
     monkeypatch.setattr(_staging, "page_locked", lambda frame: True)
-    slot = types.SimpleNamespace(copied=Event(), held=None,
-                                 ensure=lambda nbytes, library, stream, host: seen.append((library, stream, host)))
-    copy_s, compute_s, copy_t, compute_t = object(), object(), object(), object()
-    pipe = types.SimpleNamespace(slots=[slot], turn=0, output=output, copiers=None,
-                                 streams=(copy_s, compute_s, copy_t, compute_t) if output == "torch"
-                                 else (copy_s, compute_s, None, None))
+    pipe.slots = [types.SimpleNamespace(copied=Event(), held=None, ensure=lambda nbytes, host: seen.append((nbytes, host)))]
+    pipe.turn = 0
     pipeline._Pipeline._stage_gpu(pipe, [np.zeros((4, 5, 3), np.uint8)], {})
-    assert seen == [(output, copy_t if output == "torch" else copy_s, False)]
+    assert seen == [(60, False)]  # (page-locked frames: no pinned buffer)
 
 
 def test_a_consumer_on_another_stream_gets_the_next_outputs_allocated_there(monkeypatch):
@@ -307,3 +326,50 @@ def test_a_loader_closed_from_its_own_thread_orders_the_frees_after_the_preproce
                                  _own_threads=lambda: [threading.current_thread()])
     pipeline._Pipeline.close(pipe)
     assert copy_s.waits == [s.consumed for s in slots]
+
+
+def test_a_consumer_on_its_per_thread_default_stream_gets_outputs_on_the_legacy_stream(monkeypatch):
+    """The handle of a thread's per-thread default stream (cudaStreamPerThread) names the
+    feeder's own there: the output is allocated on the legacy default stream, which the
+    consumer's per-thread stream synchronizes with, and the compute stream comes after it."""
+    from cupyprep import _streams, pipeline
+
+    fake_cupy(monkeypatch)
+    handles = {}
+    monkeypatch.setattr(_streams, "cupy_stream", lambda handle: handles.setdefault(handle, Stream(handle)))
+    ordered = []
+    monkeypatch.setattr(_streams, "order_after", lambda producer, consumer: ordered.append((producer, consumer)))
+    pipe = types.SimpleNamespace(size=(8, 8), options={}, consumer_stream=None)
+    for consumer, allocated_on in ((0x2, 0x1), (17, 17), (None, 0)):
+        pipe.consumer_stream = consumer
+        out = pipeline._Pipeline._cupy_output(pipe, 2, 3, Stream(40))
+        assert out.stream is handles[allocated_on] and ordered.pop() == (allocated_on, 40)
+
+
+def test_the_ray_uploader_stages_on_the_stages_stream(monkeypatch):
+    """A GPU actor's upload: the device buffer allocated, the copy made and its event
+    recorded on the stage's stream (torch's handle for Detect)."""
+    from cupyprep import _streams
+    from cupyprep.integrations import ray as cray
+
+    cupy, _ = fake_cupy(monkeypatch)
+    copies = []
+    monkeypatch.setattr(cupy.cuda, "alloc_pinned_memory", lambda n: bytearray(n), raising=False)
+    monkeypatch.setattr(cupy.cuda.runtime, "memcpyHostToDevice", 1, raising=False)
+    monkeypatch.setattr(cupy.cuda.runtime, "memcpyAsync", lambda dst, src, n, kind, s: copies.append((n, s)),
+                        raising=False)
+    monkeypatch.setattr(_streams, "cupy_stream", lambda handle: Stream(handle))
+    monkeypatch.setattr(_staging, "device_views", lambda dev, *rest: ("views of", dev))
+    frames = [np.zeros((4, 5, 3), np.uint8), np.ones((2, 3, 3), np.uint8)]
+    stage = Stream(9)
+    up = cray._Uploader(0, "cupy", stage)
+    with Stream(8):  # (another current stream)
+        assert up(frames) == ("views of", up.slot.dev)
+    assert up.slot.dev.stream is stage and copies == [(up.slot.capacity, 9)]
+    assert up.slot.copied.stream.ptr == 9
+    on_device = ["already on the device"]
+    assert up(on_device) is on_device and len(copies) == 1
+    torch_stage = types.SimpleNamespace(cuda_stream=12)
+    up = cray._Uploader(0, "torch", torch_stage)
+    assert up.slot.copy_stream is torch_stage and up.stream_ptr == 12
+

@@ -50,7 +50,7 @@ import numpy as np
 
 import cupyprep
 
-from .. import _staging
+from .. import _staging, _streams
 
 __all__ = ["DEVICES", "META_COLUMNS", "Detect", "MapBack", "Preprocess", "decode_images",
            "detection_pipeline", "images_from_batch", "meta_columns", "meta_from_columns"]
@@ -201,12 +201,14 @@ class _Uploader:
     copied on the stream the work runs on, viewed there as a list (or, same-size images,
     as one NHWC array)."""
 
-    def __init__(self, device, library):
-        self.device = device
+    def __init__(self, device, library, stream):
+        """``stream``: the stage's stream (CuPy's, or torch's for ``library="torch"``),
+        where the staging buffer is allocated and the copy and the work run."""
+        self.slot = _staging.Slot(device, library, stream)
+        self.stream_ptr = stream.cuda_stream if library == "torch" else stream.ptr
         self.library = library
-        self.slot = _staging.Slot(device)
 
-    def __call__(self, images, stream_ptr):
+    def __call__(self, images):
         import cupy
 
         frames = list(images) if isinstance(images, np.ndarray) else images
@@ -216,12 +218,12 @@ class _Uploader:
         shapes, offsets, nbytes, uniform = _staging.layout(frames)
         slot = self.slot
         slot.copied.synchronize()  # the last batch's copy has left the pinned buffer
-        slot.ensure(nbytes, self.library)
+        slot.ensure(nbytes)
         for job in _staging.copy_jobs(frames, shapes, offsets, slot.host):
             _staging.copy_band(job)
         cupy.cuda.runtime.memcpyAsync(slot.dev_ptr, slot.host.ctypes.data, nbytes,
-                                      cupy.cuda.runtime.memcpyHostToDevice, stream_ptr)
-        slot.copied.record(cupy.cuda.ExternalStream(stream_ptr))
+                                      cupy.cuda.runtime.memcpyHostToDevice, self.stream_ptr)
+        slot.copied.record(_streams.cupy_stream(self.stream_ptr))
         # HW frames come back as (H, W, 1) views (an NHW1 array when they share a size)
         return _staging.device_views(slot.dev, shapes, offsets, frames[0].dtype, uniform, self.library)
 
@@ -283,7 +285,7 @@ class Preprocess:
 
             cupy.cuda.Device(self.device).use()
             self._set_library()
-            self._uploader = _Uploader(self.device, self.library)
+            self._uploader = _Uploader(self.device, self.library, self._stream)
         if warm:
             self.warm()
 
@@ -322,9 +324,6 @@ class Preprocess:
     def _stream_context(self):
         return contextlib.nullcontext() if self._stream is None else self._stream
 
-    def _stream_ptr(self):
-        return self._stream.ptr
-
     def images(self, batch):
         """The batch's images (decoded where they are bytes) and its ids."""
         ids = None
@@ -354,7 +353,7 @@ class Preprocess:
             if len(images) == 0:
                 images = np.zeros((0, 1, 1, 3), np.uint8)
             elif self.device is not None:
-                images = self._uploader(images, self._stream_ptr())
+                images = self._uploader(images)
             out, meta = self._call(images, ids)
         return out, meta, rest
 
@@ -485,9 +484,6 @@ class Detect(Preprocess):
 
     def _stream_context(self):
         return contextlib.nullcontext() if self._stream is None else self._torch.cuda.stream(self._stream)
-
-    def _stream_ptr(self):
-        return self._stream.cuda_stream
 
     def _torch_device(self):
         return "cpu" if self.device is None else f"cuda:{self.device}"

@@ -1,0 +1,75 @@
+"""The Ray Data stages of cupyprep.integrations.ray called as plain callables, as an actor
+calls them (no Ray needed, so they run wherever the GPU suite runs): on a GPU, a batch's
+host images go up through the stage's pinned upload and come out equal to the CPU stage's,
+bit for bit (uint8 linear letterbox, the mapping, decode_yolo and NMS are exact; the
+stand-in model is exactly rounded operations: tests/toy_detector.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cupyprep.integrations import ray as cray
+
+SIZE = (64, 64)
+NMS = {"iou_threshold": 0.45, "score_threshold": 0.25, "max_detections": 20}
+
+
+def _images(n, seed):
+    """Ragged uint8 BGR images (a 1-pixel-thin one among them) with bright blocks."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        h, w = (int(v) for v in rng.integers(8, 121, 2))
+        img = rng.integers(0, 90, (1 if i == 3 else h, w, 3), dtype=np.uint8)
+        for _ in range(3):
+            y, x = int(rng.integers(0, img.shape[0])), int(rng.integers(0, w))
+            img[y:y + 12, x:x + 12] = rng.integers(150, 256, 3, dtype=np.uint8)
+        out.append(img)
+    return out
+
+
+def _column(arrays):
+    col = np.empty(len(arrays), object)
+    col[:] = arrays
+    return col
+
+
+def _batches():
+    """A ragged batch, a larger one (the staging buffer grows), an NHWC array and an empty
+    batch, each with ids."""
+    small, large = _images(5, seed=70), _images(12, seed=71)
+    same = np.stack([np.random.default_rng(72).integers(0, 256, (40, 50, 3), dtype=np.uint8)] * 4)
+    return [{"id": np.arange(len(imgs)) + 100, "image": col}
+            for imgs, col in ((small, _column(small)), (large, _column(large)), (same, same),
+                              ([], _column([])))]
+
+
+@pytest.mark.gpu
+def test_gpu_preprocess_stage_equals_the_cpu_stage():
+    cpu = cray.Preprocess(SIZE, device="cpu", warm=False)
+    gpu = cray.Preprocess(SIZE, device="cuda")
+    for batch in _batches():
+        want, got = cpu(batch), gpu(batch)
+        assert set(got) == set(want)
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+@pytest.mark.gpu
+def test_gpu_detect_stage_equals_the_cpu_stage():
+    pytest.importorskip("torch")
+    from toy_detector import make_detector
+
+    cpu = cray.Detect(make_detector, SIZE, device="cpu", warm=False, **NMS)
+    gpu = cray.Detect(make_detector, SIZE, device="cuda", **NMS)
+    found = 0
+    for batch in _batches():
+        want, got = cpu(batch), gpu(batch)
+        assert set(got) == set(want)
+        np.testing.assert_array_equal(got["id"], want["id"])
+        for key in ("boxes", "scores", "classes"):
+            assert len(got[key]) == len(want[key])
+            for i, (g, w) in enumerate(zip(got[key], want[key])):
+                np.testing.assert_array_equal(g, w, err_msg=f"{key} of row {i}")
+        found += sum(len(b) for b in want["boxes"])
+    assert found > 0  # (the comparison saw detections)
