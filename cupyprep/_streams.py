@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 
 __all__ = ["StreamChoice", "chosen_stream", "choose_stream", "cupy_stream", "order_after",
            "torch_current_stream", "capturing", "local"]
@@ -93,10 +94,23 @@ def cupy_stream(ptr, device_id=None):
             stream = from_external(_StreamHandle(int(ptr)))
         else:
             stream = cupy.cuda.ExternalStream(int(ptr))
-        if len(_stream_cache) > 256:
-            _stream_cache.clear()
+        if len(_stream_cache) >= _STREAM_CACHE_MAX:
+            _evict_unreferenced()
         _stream_cache[key] = stream
     return stream
+
+
+_STREAM_CACHE_MAX = 256  # stream objects kept, beyond those blocks still refer to
+
+
+def _evict_unreferenced():
+    """Drop the kept stream objects nothing refers to weakly. A block CuPy's
+    ``MemoryAsyncPool`` allocated on a stream holds a weak reference to its stream object and
+    is freed on that stream while the object lives (on whatever stream is current once it is
+    gone, with no order after the work that used the block), so those stay."""
+    for key, stream in list(_stream_cache.items()):
+        if weakref.getweakrefcount(stream) == 0:
+            _stream_cache.pop(key, None)
 
 
 def order_after(producer_ptr, consumer_ptr):

@@ -373,3 +373,32 @@ def test_the_ray_uploader_stages_on_the_stages_stream(monkeypatch):
     up = cray._Uploader(0, "torch", torch_stage)
     assert up.slot.copy_stream is torch_stage and up.stream_ptr == 12
 
+
+def test_the_stream_cache_keeps_the_objects_blocks_refer_to(monkeypatch):
+    """Past its bound the cache drops only the stream objects nothing refers to weakly: a
+    block of CuPy's MemoryAsyncPool frees itself on its stream object while it lives (on
+    the current stream, unordered, once it is gone)."""
+    import weakref
+
+    from cupyprep import _streams
+
+    class Handle(Stream):
+        pass
+
+    cupy, _ = fake_cupy(monkeypatch)
+    monkeypatch.setattr(cupy.cuda, "Stream", types.SimpleNamespace(from_external=lambda h: Handle(h.ptr)),
+                        raising=False)
+    monkeypatch.setattr(_streams, "_stream_cache", {})
+    monkeypatch.setattr(_streams, "_STREAM_CACHE_MAX", 4)
+    held = _streams.cupy_stream(100)
+    block = weakref.ref(held)  # as a MemoryAsync block allocated on it
+    for ptr in range(101, 104):
+        assert _streams.cupy_stream(ptr) is _streams.cupy_stream(ptr)
+    assert len(_streams._stream_cache) == 4
+    _streams.cupy_stream(104)  # past the bound: the three unreferenced ones go
+    assert sorted(k[1] for k in _streams._stream_cache) == [100, 104]
+    assert _streams.cupy_stream(100) is held and block() is held
+    del block
+    for ptr in range(105, 108):
+        _streams.cupy_stream(ptr)
+    assert sorted(k[1] for k in _streams._stream_cache) == [107]
