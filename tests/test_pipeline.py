@@ -470,6 +470,28 @@ def test_gpu_batches_are_ready_on_the_consumer_stream():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("consumer", ["own", "per_thread"])
+def test_gpu_cupy_batches_are_ready_on_the_consumer_stream(consumer):
+    """CuPy output read on the consumer's stream (a stream of its own, or its thread's
+    per-thread default stream) after a long kernel there, then dropped while that stream is
+    behind: the next outputs must not be written before the stream is done with the memory."""
+    torch = pytest.importorskip("torch")
+    import cupy
+
+    frames = [np.full((256, 256, 3), i, np.uint8) for i in range(60)]
+    stream = cupy.cuda.Stream(non_blocking=True) if consumer == "own" else cupy.cuda.Stream.ptds
+    maxima = []
+    with stream, torch.cuda.stream(torch.cuda.ExternalStream(stream.ptr)):
+        for batch, meta in Loader(frames, (128, 128), batch_size=5, device="cuda", output="cupy",
+                                  mode="stretch", scale=1.0, swap_rb=False):
+            torch.cuda._sleep(2_000_000)  # keep the consumer stream behind the pipeline
+            maxima.append(batch.max(axis=(1, 2, 3)))
+            del batch
+    stream.synchronize()
+    np.testing.assert_array_equal(cupy.asnumpy(cupy.concatenate(maxima)), np.arange(60, dtype=np.float32))
+
+
+@pytest.mark.gpu
 def test_gpu_close_mid_run_and_errors():
     pytest.importorskip("torch")
     counter = [0]
