@@ -659,7 +659,10 @@ class Loader:
     ----------
     On a GPU, a yielded batch is ready for the consumer's current stream (torch's current
     stream for torch output, CuPy's for CuPy output): that stream waits on the device for
-    the batch's preprocessing, and the host never blocks on the GPU. Frames of one size go
+    the batch's preprocessing, and the host never blocks on the GPU. CuPy output is allocated
+    in that stream's order, so memory the consumer drops is written again only after its
+    stream is done with it (a consumer on its thread's per-thread default stream: in the
+    legacy default stream's order, which that stream synchronizes with). Frames of one size go
     up as one packed NHWC block (one launch without per-frame tables); frames of different
     sizes as one staging buffer with a device view per frame (the ragged path). An error in
     a worker (a file that does not decode, a bad frame) is raised in the consumer, naming
