@@ -452,43 +452,33 @@ def test_gpu_page_locked_frames_are_sent_directly(pinned):
 
 
 @pytest.mark.gpu
-def test_gpu_batches_are_ready_on_the_consumer_stream():
-    """The consumer uses each batch on its own stream right away, after a long kernel there;
-    batches must hold the values preprocess gives (no missing wait, no reused memory)."""
-    torch = pytest.importorskip("torch")
-    frames = [np.full((256, 256, 3), i, np.uint8) for i in range(60)]
-    consumer = torch.cuda.Stream()
-    sums = []
-    with torch.cuda.stream(consumer):
-        for batch, meta in Loader(frames, (128, 128), batch_size=5, device="cuda", output="torch",
-                                  mode="stretch", scale=1.0, swap_rb=False):
-            torch.cuda._sleep(2_000_000)  # keep the consumer stream behind the pipeline
-            sums.append(batch.amax(dim=(1, 2, 3)))
-            del batch
-    consumer.synchronize()
-    np.testing.assert_array_equal(torch.cat(sums).cpu().numpy(), np.arange(60, dtype=np.float32))
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("consumer", ["own", "per_thread"])
-def test_gpu_cupy_batches_are_ready_on_the_consumer_stream(consumer):
-    """CuPy output read on the consumer's stream (a stream of its own, or its thread's
-    per-thread default stream) after a long kernel there, then dropped while that stream is
-    behind: the next outputs must not be written before the stream is done with the memory."""
+@pytest.mark.parametrize("consumer", ["torch", "cupy", "cupy_per_thread"])
+def test_gpu_batches_are_ready_on_the_consumer_stream(consumer):
+    """The consumer uses each batch on its own stream right away, after a long kernel there,
+    and drops it while that stream is behind: batches must hold the values preprocess gives
+    (no missing wait, no memory written again before the consumer's stream is done with
+    it). Streams: a torch stream (torch output), a CuPy stream of its own and the thread's
+    per-thread default stream (CuPy output)."""
     torch = pytest.importorskip("torch")
     import cupy
 
     frames = [np.full((256, 256, 3), i, np.uint8) for i in range(60)]
-    stream = cupy.cuda.Stream(non_blocking=True) if consumer == "own" else cupy.cuda.Stream.ptds
+    if consumer == "torch":
+        stream = torch.cuda.Stream()
+        ctx, output = torch.cuda.stream(stream), "torch"
+    else:
+        stream = cupy.cuda.Stream.ptds if consumer == "cupy_per_thread" else cupy.cuda.Stream(non_blocking=True)
+        ctx, output = stream, "cupy"
     maxima = []
-    with stream, torch.cuda.stream(torch.cuda.ExternalStream(stream.ptr)):
-        for batch, meta in Loader(frames, (128, 128), batch_size=5, device="cuda", output="cupy",
+    with ctx, torch.cuda.stream(torch.cuda.ExternalStream(stream.ptr) if output == "cupy" else stream):
+        for batch, meta in Loader(frames, (128, 128), batch_size=5, device="cuda", output=output,
                                   mode="stretch", scale=1.0, swap_rb=False):
             torch.cuda._sleep(2_000_000)  # keep the consumer stream behind the pipeline
-            maxima.append(batch.max(axis=(1, 2, 3)))
+            maxima.append(batch.amax(dim=(1, 2, 3)) if output == "torch" else batch.max(axis=(1, 2, 3)))
             del batch
     stream.synchronize()
-    np.testing.assert_array_equal(cupy.asnumpy(cupy.concatenate(maxima)), np.arange(60, dtype=np.float32))
+    got = torch.cat(maxima).cpu().numpy() if output == "torch" else cupy.asnumpy(cupy.concatenate(maxima))
+    np.testing.assert_array_equal(got, np.arange(60, dtype=np.float32))
 
 
 @pytest.mark.gpu
