@@ -791,6 +791,31 @@ def test_gpu_loader_decode_gpu_equals_decode_then_preprocess(nvimgcodec, tmp_pat
 
 
 @pytest.mark.gpu
+def test_gpu_decoder_feeds_a_cpu_loader(nvimgcodec, tmp_path):
+    """Loader(device="cpu", decode="gpu"): nvImageCodec decodes on the GPU into host images
+    (the current device, the legacy stream) that the CPU backend preprocesses; each batch
+    equals the CPU preprocessing of the GPU decoder's pixels."""
+    torch = pytest.importorskip("torch")
+    paths = []
+    for i in range(9):  # ragged sizes, JPEG and PNG
+        img = bgr(PHOTOS[i % len(PHOTOS)])[: 120 + 7 * i, : 150 - 4 * i]
+        p = tmp_path / (f"{i}.png" if i % 3 == 2 else f"{i}.jpg")
+        p.write_bytes(png(img) if i % 3 == 2 else jpeg(img))
+        paths.append(p)
+    loader = Loader(paths, (96, 96), batch_size=4, device="cpu", decode="gpu", mode="letterbox")
+    assert loader.decode == "gpu"
+    got = collect(loader)
+    assert len(got) == 3
+    for k, (batch, meta) in enumerate(got):
+        chunk = [p.read_bytes() for p in paths[4 * k:4 * k + 4]]
+        decoded = [t.cpu().numpy() for t in cupyprep.decode(chunk, like=torch)]
+        ref, _ = cupyprep.preprocess(decoded, (96, 96), mode="letterbox")
+        assert isinstance(batch, np.ndarray)
+        np.testing.assert_array_equal(batch, ref)
+        assert meta.items == tuple(str(p) for p in paths[4 * k:4 * k + 4])
+
+
+@pytest.mark.gpu
 def test_gpu_loader_batches_ready_on_the_consumer_stream(nvimgcodec, tmp_path):
     torch = pytest.importorskip("torch")
     paths = []

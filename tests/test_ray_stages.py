@@ -34,10 +34,16 @@ def _column(arrays):
     return col
 
 
-def _batches():
-    """A ragged batch, a larger one (the staging buffer grows), an NHWC array and an empty
-    batch, each with ids."""
+def _batches(source):
+    """``"images"``: a ragged batch, a larger one (the staging buffer grows), an NHWC array
+    and an empty batch; ``"png"``: a ragged batch as PNG bytes (decoded on the device by a
+    GPU stage, by OpenCV by a CPU one: PNG decoding is exact); each with ids."""
     small, large = _images(5, seed=70), _images(12, seed=71)
+    if source == "png":
+        cv2 = pytest.importorskip("cv2")
+        pytest.importorskip("nvidia.nvimgcodec")
+        encoded = [cv2.imencode(".png", img)[1].tobytes() for img in large]
+        return [{"id": np.arange(len(large)) + 100, "bytes": _column(encoded)}]
     same = np.stack([np.random.default_rng(72).integers(0, 256, (40, 50, 3), dtype=np.uint8)] * 4)
     return [{"id": np.arange(len(imgs)) + 100, "image": col}
             for imgs, col in ((small, _column(small)), (large, _column(large)), (same, same),
@@ -45,10 +51,11 @@ def _batches():
 
 
 @pytest.mark.gpu
-def test_gpu_preprocess_stage_equals_the_cpu_stage():
+@pytest.mark.parametrize("source", ["images", "png"])
+def test_gpu_preprocess_stage_equals_the_cpu_stage(source):
     cpu = cray.Preprocess(SIZE, device="cpu", warm=False)
     gpu = cray.Preprocess(SIZE, device="cuda")
-    for batch in _batches():
+    for batch in _batches(source):
         want, got = cpu(batch), gpu(batch)
         assert set(got) == set(want)
         for key in want:
@@ -56,14 +63,15 @@ def test_gpu_preprocess_stage_equals_the_cpu_stage():
 
 
 @pytest.mark.gpu
-def test_gpu_detect_stage_equals_the_cpu_stage():
+@pytest.mark.parametrize("source", ["images", "png"])
+def test_gpu_detect_stage_equals_the_cpu_stage(source):
     pytest.importorskip("torch")
     from toy_detector import make_detector
 
     cpu = cray.Detect(make_detector, SIZE, device="cpu", warm=False, **NMS)
     gpu = cray.Detect(make_detector, SIZE, device="cuda", **NMS)
     found = 0
-    for batch in _batches():
+    for batch in _batches(source):
         want, got = cpu(batch), gpu(batch)
         assert set(got) == set(want)
         np.testing.assert_array_equal(got["id"], want["id"])
