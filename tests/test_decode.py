@@ -791,6 +791,37 @@ def test_gpu_loader_decode_gpu_equals_decode_then_preprocess(nvimgcodec, tmp_pat
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("form", ["default", "cuda", "int", "cuda:0", "torch.device", "cupy.Device",
+                                  "like-cupy-array", "like-torch-tensor", "cuda-like-torch", "like-numpy"])
+def test_gpu_every_device_and_like_form(nvimgcodec, form):
+    """Each way of naming the device and the kind gives the images there, of that kind, with
+    the GPU decoder's pixels (like=numpy: decoded on the host by OpenCV, so the JPEG within
+    the JPEG bound; PNG decoding is exact)."""
+    torch = pytest.importorskip("torch")
+    import cupy
+
+    sources = [png(bgr(PHOTOS[0])[:61, :47]), jpeg(bgr(PHOTOS[1])[:80, :90])]
+    device, like = {
+        "default": (None, None), "cuda": ("cuda", None), "int": (0, None), "cuda:0": ("cuda:0", None),
+        "torch.device": (torch.device("cuda", 0), None), "cupy.Device": (cupy.cuda.Device(0), None),
+        "like-cupy-array": (None, cupy.zeros(1)), "like-torch-tensor": (None, torch.zeros(1, device="cuda")),
+        "cuda-like-torch": ("cuda", "torch"), "like-numpy": (None, "numpy")}[form]
+    images = cupyprep.decode(sources, device=device, like=like)
+    kind = torch.Tensor if "torch" in form else np.ndarray if form == "like-numpy" else cupy.ndarray
+    assert all(type(im) is kind or isinstance(im, kind) for im in images), [type(im) for im in images]
+    if kind is torch.Tensor:
+        assert all(im.device == torch.device("cuda", 0) for im in images)
+    elif kind is cupy.ndarray:
+        assert all(im.device.id == 0 for im in images)
+    want = [t.cpu().numpy() for t in cupyprep.decode(sources, like=torch)]
+    got = [im.cpu().numpy() if kind is torch.Tensor else cupy.asnumpy(im) for im in images]
+    np.testing.assert_array_equal(got[0], want[0])
+    if form == "like-numpy":
+        assert_jpeg_close(got[1], want[1], form)
+    else:
+        np.testing.assert_array_equal(got[1], want[1])
+
+@pytest.mark.gpu
 def test_gpu_decoder_feeds_a_cpu_loader(nvimgcodec, tmp_path):
     """Loader(device="cpu", decode="gpu"): nvImageCodec decodes on the GPU into host images
     (the current device, the legacy stream) that the CPU backend preprocesses; each batch
