@@ -807,7 +807,8 @@ def test_gpu_every_device_and_like_form(nvimgcodec, form):
         "like-cupy-array": (None, cupy.zeros(1)), "like-torch-tensor": (None, torch.zeros(1, device="cuda")),
         "cuda-like-torch": ("cuda", "torch"), "like-numpy": (None, "numpy")}[form]
     images = cupyprep.decode(sources, device=device, like=like)
-    kind = torch.Tensor if "torch" in form else np.ndarray if form == "like-numpy" else cupy.ndarray
+    kind = (torch.Tensor if form in ("like-torch-tensor", "cuda-like-torch")
+            else np.ndarray if form == "like-numpy" else cupy.ndarray)
     assert all(type(im) is kind or isinstance(im, kind) for im in images), [type(im) for im in images]
     if kind is torch.Tensor:
         assert all(im.device == torch.device("cuda", 0) for im in images)
