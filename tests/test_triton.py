@@ -1,8 +1,8 @@
 """examples/triton: the Python-backend models driven as Triton drives them (initialize with
 the shipped config.pbtxt as Triton's JSON, execute with a dynamic batch of requests),
 through a stand-in for triton_python_backend_utils (tests/triton_stub), on NumPy (a
-KIND_CPU instance) and on the device with CuPy arrays; outputs checked against direct
-calls."""
+KIND_CPU instance) and on the device with CuPy arrays (a KIND_GPU instance, given device
+tensors or tensors in host memory); outputs checked against direct calls."""
 from __future__ import annotations
 
 import importlib.util
@@ -29,12 +29,19 @@ def _load(name, kind):
     spec.loader.exec_module(module)
     model = module.TritonPythonModel()
     config = pb_utils.model_config_json((REPO / name / "config.pbtxt").read_text())
-    model.initialize({"model_config": config, "model_instance_kind": kind, "model_instance_device_id": "0",
+    model.initialize({"model_config": config, "model_instance_kind": kind.split("-")[0], "model_instance_device_id": "0",
                       "model_name": name, "model_version": "1", "model_repository": str(REPO / name)})
     return model
 
 
 def _side(kind):
+    """``(put, get)``: a request tensor as the instance gets it, and an output to NumPy. A
+    GPU instance gets device tensors, or host tensors ("GPU-host": Triton may place a GPU
+    model's inputs in host memory, as a client's inputs arrive)."""
+    if kind == "GPU-host":
+        import cupy
+
+        return np.asarray, cupy.asnumpy
     if kind == "GPU":
         import cupy
 
@@ -63,7 +70,8 @@ def _out(response, name, get):
     return get(t.array())
 
 
-KINDS = [pytest.param("CPU"), pytest.param("GPU", marks=pytest.mark.gpu)]
+KINDS = [pytest.param("CPU"), pytest.param("GPU", marks=pytest.mark.gpu),
+         pytest.param("GPU-host", marks=pytest.mark.gpu)]
 
 
 def test_config_reads_as_triton_passes_it():
@@ -107,7 +115,7 @@ def test_preprocess_model_equals_direct_calls(kind):
         np.testing.assert_array_equal(rows[:, 2:4], meta.resized_size)
         np.testing.assert_array_equal(rows[:, 4:6], meta.offset)
         np.testing.assert_array_equal(rows[:, 6:8], [[640, 640]] * len(batch))
-    if kind == "GPU":
+    if kind != "CPU":
         import cupy
 
         assert isinstance(pb_utils.get_output_tensor_by_name(responses[0], "INPUT").array(), cupy.ndarray)
