@@ -62,22 +62,79 @@ def test_gpu_preprocess_stage_equals_the_cpu_stage(source):
             np.testing.assert_array_equal(got[key], want[key], err_msg=key)
 
 
+def _same_detections(got, want):
+    """The rows' detections equal; the number of detections compared."""
+    assert set(got) == set(want)
+    np.testing.assert_array_equal(got["id"], want["id"])
+    for key in ("boxes", "scores", "classes"):
+        assert len(got[key]) == len(want[key])
+        for i, (g, w) in enumerate(zip(got[key], want[key])):
+            np.testing.assert_array_equal(g, w, err_msg=f"{key} of row {i}")
+    return sum(len(b) for b in want["boxes"])
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("source", ["images", "png"])
+@pytest.mark.parametrize("source", ["images", "png", "png-cupy-decoder"])
 def test_gpu_detect_stage_equals_the_cpu_stage(source):
+    """``png-cupy-decoder``: a user's decoder that gives CuPy images; the model still gets
+    a torch tensor (through ``to_torch``)."""
     pytest.importorskip("torch")
     from toy_detector import make_detector
 
+    import cupyprep
+
+    custom = {"decode": lambda sources: cupyprep.decode(sources, like="cupy")} if source == "png-cupy-decoder" else {}
     cpu = cray.Detect(make_detector, SIZE, device="cpu", warm=False, **NMS)
-    gpu = cray.Detect(make_detector, SIZE, device="cuda", **NMS)
-    found = 0
-    for batch in _batches(source):
-        want, got = cpu(batch), gpu(batch)
-        assert set(got) == set(want)
-        np.testing.assert_array_equal(got["id"], want["id"])
-        for key in ("boxes", "scores", "classes"):
-            assert len(got[key]) == len(want[key])
-            for i, (g, w) in enumerate(zip(got[key], want[key])):
-                np.testing.assert_array_equal(g, w, err_msg=f"{key} of row {i}")
-        found += sum(len(b) for b in want["boxes"])
+    gpu = cray.Detect(make_detector, SIZE, device="cuda", **custom, **NMS)
+    found = sum(_same_detections(gpu(batch), cpu(batch)) for batch in _batches(source.split("-")[0]))
     assert found > 0  # (the comparison saw detections)
+
+
+class _Yolov8:
+    """The stand-in detector's head as YOLOv8 gives it: (N, 4 + classes, boxes), no
+    objectness (the class scores multiplied by it; the direct calls get the same
+    products)."""
+
+    def __init__(self):
+        from toy_detector import make_detector
+
+        self.model = make_detector()
+
+    def __call__(self, x):
+        import torch
+
+        rows = self.model(x)
+        scores = rows[..., 5:] * rows[..., 4:5]
+        return torch.cat([rows[..., :4], scores], -1).transpose(1, 2)
+
+
+@pytest.mark.parametrize("head", ["yolov8", "yolov5-float64"])
+def test_detect_stage_head_forms(head):
+    """``head="yolov8"`` (transposed, no objectness) and a head that is not float32 /
+    float16 (taken as float32): the detections equal the direct calls'."""
+    torch = pytest.importorskip("torch")
+    from toy_detector import make_detector
+
+    import cupyprep
+
+    if head == "yolov8":
+        factory = _Yolov8
+    else:
+        def factory():
+            model = make_detector()
+            return lambda x: model(x).double()
+    detect = cray.Detect(factory, SIZE, device="cpu", head=head.split("-")[0], warm=False, **NMS)
+    batch = _batches("images")[1]
+    got = detect(batch)
+    images = list(batch["image"])
+    x, meta = cupyprep.preprocess(images, SIZE)
+    raw = factory()(torch.from_numpy(x))
+    head_rows = raw.transpose(1, 2) if head == "yolov8" else raw.float()
+    boxes, scores = cupyprep.decode_yolo(head_rows, objectness=head != "yolov8")
+    det = cupyprep.multiclass_nms(boxes, scores, **NMS).to_original(meta)
+    counts = det.counts.numpy()
+    assert counts.sum() > 0
+    for i, c in enumerate(counts):
+        np.testing.assert_array_equal(got["boxes"][i], det.boxes[i, :c].numpy().astype(np.float32))
+        np.testing.assert_array_equal(got["scores"][i], det.scores[i, :c].numpy())
+        np.testing.assert_array_equal(got["classes"][i], det.classes[i, :c].numpy())
