@@ -758,6 +758,7 @@ def _torchvision():
     return tv, torch
 
 
+@pytest.mark.torchvision
 @pytest.mark.parametrize("threshold", [0.3, 0.5, 0.7])
 def test_cpu_nms_equals_torchvision(threshold):
     tv, torch = _torchvision()
@@ -778,6 +779,7 @@ def planted_pairs(delta):
     return boxes, np.array([0.9, 0.8], np.float32)
 
 
+@pytest.mark.torchvision
 @pytest.mark.parametrize("delta", [-1e-5, 1e-5])
 def test_cpu_nms_planted_threshold_equals_torchvision(delta):
     tv, torch = _torchvision()
@@ -787,6 +789,7 @@ def test_cpu_nms_planted_threshold_equals_torchvision(delta):
     assert len(ref) == (2 if delta < 0 else 1)
 
 
+@pytest.mark.torchvision
 @pytest.mark.parametrize("aligned", [False, True])
 @pytest.mark.parametrize("sampling_ratio", [2, -1])
 def test_cpu_roi_align_equals_torchvision(aligned, sampling_ratio):

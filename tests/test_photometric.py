@@ -89,6 +89,7 @@ def torchvision_jitter(img, factors, order, layout_hwc=True):
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
 @pytest.mark.parametrize("op, factor", [(0, 1.3), (0, 0.6), (1, 1.37), (1, 0.63), (2, 1.31), (2, 0.7),
                                         (3, 0.07), (3, -0.09), (3, 0.5)])
+@pytest.mark.torchvision
 def test_cpu_color_jitter_each_operation_is_torchvision(dtype, op, factor):
     """Each operation alone against torchvision's functional op. torchvision computes
     ``x f + y (1 - f)`` and its grayscale with ``add_(..., alpha=)``, which its CPU kernels
@@ -111,6 +112,7 @@ def test_cpu_color_jitter_each_operation_is_torchvision(dtype, op, factor):
             assert diff.max() <= 1e-7
 
 
+@pytest.mark.torchvision
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
 def test_cpu_color_jitter_follows_torchvision(dtype):
     """The CPU backend with its drawn parameters (four operations in a per-image order)

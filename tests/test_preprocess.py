@@ -158,6 +158,7 @@ def test_kernel_center_crop_equals_torchvision_recipe(kernels):
             np.testing.assert_array_equal(got, torchvision_center_crop(img, (24, 24), 24, interpolation, (7, 8, 9)))
 
 
+@pytest.mark.torchvision
 def test_cpu_center_crop_equals_torchvision_when_available():
     tvf = pytest.importorskip("torchvision.transforms.functional")
     import torch
