@@ -11,7 +11,12 @@ import threading
 import weakref
 
 __all__ = ["StreamChoice", "chosen_stream", "choose_stream", "cupy_stream", "order_after",
-           "torch_current_stream", "capturing", "local"]
+           "torch_current_stream", "capturing", "local", "LEGACY_STREAM", "PER_THREAD_STREAM"]
+
+# the special stream handles: cudaStreamLegacy (the legacy default stream, from any thread)
+# and cudaStreamPerThread (the calling thread's per-thread default stream: another stream
+# in each thread)
+LEGACY_STREAM, PER_THREAD_STREAM = 0x1, 0x2
 
 # this thread's stream choices (``streams``) and its innermost launch context (``launch``)
 local = threading.local()

@@ -10,7 +10,7 @@ import numpy as np
 from . import _kernels, _launch
 from ._specs import upload as upload_spec
 from ._specs._common import IMAGES_BY_VALUE
-from ._streams import capturing, local
+from ._streams import PER_THREAD_STREAM, capturing, local
 from ._torch import is_torch
 
 __all__ = ["to_host", "read_back", "refuse_under_capture", "upload", "upload_like", "device_constant",
@@ -138,9 +138,10 @@ def device_constant(xp, key, make, what, hint):
     When :data:`_CONSTANTS_MAX` tables no graph has captured are kept, the devices are
     synchronized and those tables dropped, kept alive until the next such synchronize, so
     no queued kernel still reads a table whose memory is handed out again; a table read by
-    a captured call is never dropped, since the graph's replays read it at any later time. (A first call under capture uploads,
-    and :func:`upload` refuses it: the table would be allocated for the graph, which may
-    be gone while the cache still holds it; nothing is dropped during a capture.)"""
+    a captured call is never dropped, since the graph's replays read it at any later time.
+    (A first call under capture uploads, and :func:`upload` refuses it: the table would be
+    allocated for the graph, which may be gone while the cache still holds it; nothing is
+    dropped during a capture.)"""
     global _constants_limit
     if xp is np:
         return make()
@@ -175,7 +176,7 @@ def device_constant(xp, key, make, what, hint):
     ptr = stream.ptr
     # (the per-thread default stream's handle names another stream in each thread: never
     # taken for the upload's stream or for one that waited)
-    per_thread = ptr == _PER_THREAD_STREAM
+    per_thread = ptr == PER_THREAD_STREAM
     if capturing:
         # at every captured call: the graph gets a node that waits for the event (long
         # passed at a replay, which may run on another stream)
@@ -202,7 +203,6 @@ def drop_constants():
 
 
 _EVENT_WAIT_EXTERNAL = 0x1  # cudaEventWaitExternal
-_PER_THREAD_STREAM = 0x2  # cudaStreamPerThread
 
 
 def upload_ragged(xp, a, name, by_value):

@@ -54,8 +54,6 @@ __all__ = ["Loader", "LoaderMeta", "Skipped"]
 _STAGING_BUFFERS = 3
 _DECODE_MODES = ("cpu", "gpu", "auto")
 _POLL_S = 0.05  # how often blocked threads look at the stop flag
-# stream handles: cudaStreamLegacy, cudaStreamPerThread
-_LEGACY_STREAM, _PER_THREAD_STREAM = 0x1, 0x2
 _PREPROCESS_OPTIONS = frozenset(inspect.signature(preprocess).parameters) - {"images", "size", "out"}
 
 
@@ -460,11 +458,11 @@ class _Pipeline:
         layout = self.options.get("layout", _PREPROCESS_DEFAULTS["layout"])
         shape = (n, channels, H, W) if layout == "NCHW" else (n, H, W, channels)
         consumer = self.consumer_stream if self.consumer_stream is not None else 0
-        if consumer == _PER_THREAD_STREAM:
+        if consumer == _streams.PER_THREAD_STREAM:
             # the consumer thread's per-thread default stream, which this thread cannot
             # name (the handle means its own): the legacy default stream, which that stream
             # synchronizes with, stands for it
-            consumer = _LEGACY_STREAM
+            consumer = _streams.LEGACY_STREAM
         with _streams.cupy_stream(consumer):
             out = cupy.empty(shape, np.dtype(self.options.get("dtype", _PREPROCESS_DEFAULTS["dtype"])))
         _streams.order_after(consumer, compute_s.ptr)
